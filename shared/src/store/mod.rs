@@ -1,0 +1,185 @@
+//! The job repository: a port ([`JobStore`]) and its PostgreSQL adapter ([`PgStore`]).
+
+mod postgres;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::domain::{Channel, JobStatus};
+
+pub use postgres::{sql, PgStore};
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached now (connection refused or lost, server shutting
+    /// down). Callers answer 503 and try again later.
+    #[error("the database is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database answered with an error: a bug or a schema mismatch, not the caller's fault.
+    #[error("database error")]
+    Database(#[source] tokio_postgres::Error),
+    /// A row held a value the code does not know (say, an unknown status).
+    #[error("unexpected value in the database: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+/// A validated request, ready to persist.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub organization_id: Uuid,
+    pub channel: Channel,
+    pub payload: serde_json::Value,
+    pub max_attempts: i32,
+    pub next_attempt_at: DateTime<Utc>,
+    pub idempotency: Option<Idempotency>,
+}
+
+/// The caller's idempotency key and the hash of its normalised request.
+#[derive(Debug, Clone)]
+pub struct Idempotency {
+    pub key: String,
+    pub request_hash: String,
+}
+
+/// What a caller is told about a job it submitted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobSummary {
+    pub id: Uuid,
+    pub status: JobStatus,
+    pub next_attempt_at: DateTime<Utc>,
+}
+
+/// The result of [`JobStore::insert`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inserted {
+    /// A new job was written.
+    Created(JobSummary),
+    /// The same key and the same request were seen before: nothing was written.
+    Existing(JobSummary),
+    /// The same key came with another request: nothing was written.
+    KeyReused,
+}
+
+/// A job claimed for one delivery attempt.
+#[derive(Debug, Clone)]
+pub struct ClaimedJob {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub channel: Channel,
+    pub payload: serde_json::Value,
+    /// This attempt's number (1 for the first), already counted in the job.
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub claim_token: Uuid,
+    pub claimed_at: DateTime<Utc>,
+}
+
+/// What the worker decided for one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Sent,
+    Retry { at: DateTime<Utc> },
+    Dead,
+}
+
+impl Decision {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Sent => "sent",
+            Decision::Retry { .. } => "retry",
+            Decision::Dead => "dead",
+        }
+    }
+}
+
+/// One attempt's result, to record and apply.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub job_id: Uuid,
+    pub claim_token: Uuid,
+    pub attempt: i32,
+    pub channel: Channel,
+    pub decision: Decision,
+    pub provider_message_id: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+}
+
+/// The result of [`JobStore::complete`]: which jobs changed, which were fenced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompleteReport {
+    pub applied: Vec<Uuid>,
+    /// The job had been swept (and perhaps claimed again): its state was left alone.
+    pub fenced: Vec<Uuid>,
+}
+
+/// The result of one [`JobStore::sweep`] statement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SweepReport {
+    pub requeued: u64,
+    pub dead: u64,
+}
+
+/// A job as its owner sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobView {
+    pub id: Uuid,
+    pub channel: Channel,
+    pub to: String,
+    pub status: JobStatus,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub next_attempt_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub last_error: Option<String>,
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// One recorded attempt.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliveryView {
+    pub attempt: i32,
+    pub provider: String,
+    pub provider_message_id: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub outcome: String,
+    pub fenced: bool,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+}
+
+/// The job repository port. [`PgStore`] is the production adapter.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Persists a new job; with an idempotency key, a repeat writes nothing.
+    async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError>;
+
+    /// The organization's job with its delivery attempts, `None` if unknown or another's.
+    async fn get(&self, organization_id: Uuid, id: Uuid) -> Result<Option<JobView>, StoreError>;
+
+    /// Claims up to `batch_size` due jobs in one committed statement.
+    async fn claim(&self, batch_size: u32) -> Result<Vec<ClaimedJob>, StoreError>;
+
+    /// Records and applies a batch of attempt results in one transaction.
+    async fn complete(&self, completions: &[Completion]) -> Result<CompleteReport, StoreError>;
+
+    /// Requeues (or buries) up to `limit` jobs in processing for longer than `stuck_after`.
+    async fn sweep(
+        &self,
+        stuck_after: std::time::Duration,
+        limit: u32,
+    ) -> Result<SweepReport, StoreError>;
+}

@@ -1,0 +1,347 @@
+//! The PostgreSQL adapter of [`JobStore`]. Every statement lives in `shared/sql/`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tokio::sync::Mutex;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row, Statement};
+use uuid::Uuid;
+
+use super::{
+    ClaimedJob, CompleteReport, Completion, DeliveryView, Inserted, JobStore, JobSummary, JobView,
+    NewJob, StoreError, SweepReport,
+};
+use crate::db::DbConfig;
+use crate::domain::{Channel, JobStatus};
+
+/// The named queries, embedded at build time (public so tests can derive variants).
+pub mod sql {
+    pub const CLAIM: &str = include_str!("../../sql/claim.sql");
+    pub const COMPLETE: &str = include_str!("../../sql/complete.sql");
+    pub const INSERT_JOB: &str = include_str!("../../sql/insert_job.sql");
+    pub const FIND_BY_IDEMPOTENCY_KEY: &str = include_str!("../../sql/find_by_idempotency_key.sql");
+    pub const GET_JOB: &str = include_str!("../../sql/get_job.sql");
+    pub const LIST_DELIVERIES: &str = include_str!("../../sql/list_deliveries.sql");
+    pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
+}
+
+/// One open connection and its statements, prepared once when it opened.
+struct Conn {
+    client: Client,
+    claim: Statement,
+    complete: Statement,
+    insert_job: Statement,
+    find_by_idempotency_key: Statement,
+    get_job: Statement,
+    list_deliveries: Statement,
+    sweep: Statement,
+}
+
+impl Conn {
+    async fn open(config: &DbConfig) -> Result<Self, StoreError> {
+        let client = config
+            .connect()
+            .await
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        // prepared together: tokio-postgres pipelines them in one round trip
+        let (claim, complete, insert_job, find_by_idempotency_key, get_job, list_deliveries, sweep) =
+            futures::try_join!(
+                client.prepare(sql::CLAIM),
+                client.prepare(sql::COMPLETE),
+                client.prepare(sql::INSERT_JOB),
+                client.prepare(sql::FIND_BY_IDEMPOTENCY_KEY),
+                client.prepare(sql::GET_JOB),
+                client.prepare(sql::LIST_DELIVERIES),
+                client.prepare(sql::SWEEP),
+            )
+            .map_err(map_err)?;
+        Ok(Self {
+            client,
+            claim,
+            complete,
+            insert_job,
+            find_by_idempotency_key,
+            get_job,
+            list_deliveries,
+            sweep,
+        })
+    }
+}
+
+/// The job repository over one PostgreSQL connection per process.
+///
+/// The connection is opened on first use (or by [`PgStore::connect`] at cold start) and
+/// re-opened on the next call after it closed, so a warm function outlives a database
+/// restart.
+pub struct PgStore {
+    config: DbConfig,
+    conn: Mutex<Option<Arc<Conn>>>,
+}
+
+impl PgStore {
+    /// A store that connects on first use.
+    pub fn new(config: DbConfig) -> Self {
+        Self {
+            config,
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// A store whose connection is opened now (for a cold start that should fail fast).
+    pub async fn connect(config: DbConfig) -> Result<Self, StoreError> {
+        let store = Self::new(config);
+        store.conn().await?;
+        Ok(store)
+    }
+
+    async fn conn(&self) -> Result<Arc<Conn>, StoreError> {
+        let mut current = self.conn.lock().await;
+        if let Some(conn) = current.as_ref() {
+            if !conn.client.is_closed() {
+                return Ok(conn.clone());
+            }
+            tracing::info!("database connection closed; reconnecting");
+        }
+        *current = None;
+        let conn = Arc::new(Conn::open(&self.config).await?);
+        *current = Some(conn.clone());
+        Ok(conn)
+    }
+}
+
+/// Sorts a driver error into "try again later" or "something is wrong".
+fn map_err(err: tokio_postgres::Error) -> StoreError {
+    let lost_connection = err.is_closed()
+        || std::error::Error::source(&err).is_some_and(|s| s.is::<std::io::Error>());
+    let server_unavailable = err.code().is_some_and(|code| {
+        code.code().starts_with("08")
+            || *code == SqlState::ADMIN_SHUTDOWN
+            || *code == SqlState::CRASH_SHUTDOWN
+            || *code == SqlState::CANNOT_CONNECT_NOW
+            || *code == SqlState::TOO_MANY_CONNECTIONS
+    });
+    if lost_connection || server_unavailable {
+        StoreError::Unavailable(Box::new(err))
+    } else {
+        StoreError::Database(err)
+    }
+}
+
+fn status(row: &Row, idx: usize) -> Result<JobStatus, StoreError> {
+    let text: &str = row.get(idx);
+    JobStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("job status {text:?}")))
+}
+
+fn channel(row: &Row, idx: usize) -> Result<Channel, StoreError> {
+    let text: &str = row.get(idx);
+    Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
+}
+
+fn summary(row: &Row) -> Result<JobSummary, StoreError> {
+    Ok(JobSummary {
+        id: row.get(0),
+        status: status(row, 1)?,
+        next_attempt_at: row.get(2),
+    })
+}
+
+#[async_trait]
+impl JobStore for PgStore {
+    async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError> {
+        let conn = self.conn().await?;
+        let (key, hash) = match &job.idempotency {
+            Some(i) => (Some(i.key.as_str()), Some(i.request_hash.as_str())),
+            None => (None, None),
+        };
+        let inserted = conn
+            .client
+            .query_opt(
+                &conn.insert_job,
+                &[
+                    &job.organization_id,
+                    &job.channel.as_str(),
+                    &job.payload,
+                    &job.max_attempts,
+                    &job.next_attempt_at,
+                    &key,
+                    &hash,
+                ],
+            )
+            .await
+            .map_err(map_err)?;
+        if let Some(row) = inserted {
+            return Ok(Inserted::Created(summary(&row)?));
+        }
+        // Only a key conflict inserts nothing; the first request with that key has
+        // committed by now (ON CONFLICT waited for it), so this read sees it.
+        let row = conn
+            .client
+            .query_opt(&conn.find_by_idempotency_key, &[&job.organization_id, &key])
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Corrupt("idempotency conflict without a row".into()))?;
+        let stored_hash: &str = row.get(3);
+        if Some(stored_hash) == hash {
+            Ok(Inserted::Existing(summary(&row)?))
+        } else {
+            Ok(Inserted::KeyReused)
+        }
+    }
+
+    async fn get(&self, organization_id: Uuid, id: Uuid) -> Result<Option<JobView>, StoreError> {
+        let conn = self.conn().await?;
+        let job_params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
+        let delivery_params: [&(dyn ToSql + Sync); 1] = [&id];
+        // pipelined: both queries travel in one round trip
+        let (job, deliveries) = futures::try_join!(
+            conn.client.query_opt(&conn.get_job, &job_params),
+            conn.client.query(&conn.list_deliveries, &delivery_params),
+        )
+        .map_err(map_err)?;
+        let Some(row) = job else {
+            return Ok(None);
+        };
+        let payload: serde_json::Value = row.get(2);
+        let to = payload
+            .get("to")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let deliveries = deliveries
+            .iter()
+            .map(|d| DeliveryView {
+                attempt: d.get(0),
+                provider: d.get(1),
+                provider_message_id: d.get(2),
+                error_code: d.get(3),
+                error_message: d.get(4),
+                outcome: d.get(5),
+                fenced: d.get(6),
+                started_at: d.get(7),
+                finished_at: d.get(8),
+            })
+            .collect();
+        Ok(Some(JobView {
+            id: row.get(0),
+            channel: channel(&row, 1)?,
+            to,
+            status: status(&row, 3)?,
+            attempts: row.get(4),
+            max_attempts: row.get(5),
+            next_attempt_at: row.get(6),
+            created_at: row.get(7),
+            updated_at: row.get(8),
+            last_error: row.get(9),
+            deliveries,
+        }))
+    }
+
+    async fn claim(&self, batch_size: u32) -> Result<Vec<ClaimedJob>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .client
+            .query(&conn.claim, &[&i64::from(batch_size)])
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|row| {
+                Ok(ClaimedJob {
+                    id: row.get(0),
+                    organization_id: row.get(1),
+                    channel: channel(row, 2)?,
+                    payload: row.get(3),
+                    attempt: row.get(4),
+                    max_attempts: row.get(5),
+                    claim_token: row.get(6),
+                    claimed_at: row.get(7),
+                })
+            })
+            .collect()
+    }
+
+    async fn complete(&self, completions: &[Completion]) -> Result<CompleteReport, StoreError> {
+        if completions.is_empty() {
+            return Ok(CompleteReport::default());
+        }
+        let n = completions.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut tokens = Vec::with_capacity(n);
+        let mut attempts = Vec::with_capacity(n);
+        let mut outcomes = Vec::with_capacity(n);
+        let mut retry_at: Vec<Option<DateTime<Utc>>> = Vec::with_capacity(n);
+        let mut providers = Vec::with_capacity(n);
+        let mut message_ids = Vec::with_capacity(n);
+        let mut error_codes = Vec::with_capacity(n);
+        let mut error_messages = Vec::with_capacity(n);
+        let mut started = Vec::with_capacity(n);
+        let mut finished = Vec::with_capacity(n);
+        for c in completions {
+            ids.push(c.job_id);
+            tokens.push(c.claim_token);
+            attempts.push(c.attempt);
+            outcomes.push(c.decision.as_str());
+            retry_at.push(match c.decision {
+                super::Decision::Retry { at } => Some(at),
+                _ => None,
+            });
+            providers.push(c.channel.provider());
+            message_ids.push(c.provider_message_id.as_deref());
+            error_codes.push(c.error_code.as_deref());
+            error_messages.push(c.error_message.as_deref());
+            started.push(c.started_at);
+            finished.push(c.finished_at);
+        }
+        let conn = self.conn().await?;
+        let rows = conn
+            .client
+            .query(
+                &conn.complete,
+                &[
+                    &ids,
+                    &tokens,
+                    &attempts,
+                    &outcomes,
+                    &retry_at,
+                    &providers,
+                    &message_ids,
+                    &error_codes,
+                    &error_messages,
+                    &started,
+                    &finished,
+                ],
+            )
+            .await
+            .map_err(map_err)?;
+        let mut report = CompleteReport::default();
+        for row in rows {
+            let id: Uuid = row.get(0);
+            if row.get::<_, bool>(1) {
+                report.applied.push(id);
+            } else {
+                report.fenced.push(id);
+            }
+        }
+        Ok(report)
+    }
+
+    async fn sweep(&self, stuck_after: Duration, limit: u32) -> Result<SweepReport, StoreError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .client
+            .query_one(
+                &conn.sweep,
+                &[&stuck_after.as_secs_f64(), &i64::from(limit)],
+            )
+            .await
+            .map_err(map_err)?;
+        let count = |idx| row.get::<_, i64>(idx).max(0) as u64;
+        Ok(SweepReport {
+            requeued: count(0),
+            dead: count(1),
+        })
+    }
+}

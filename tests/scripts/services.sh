@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Local services for tests, the demo and the benchmark: a throwaway PostgreSQL cluster and
+# the AWS stand-in (moto's server). Source this file, then call the functions:
+#
+#   pg_up          start a cluster unless DATABASE_URL is set; exports DATABASE_URL
+#   pg_down        stop the cluster pg_up started (nothing if it used DATABASE_URL)
+#   stand_in_up    start moto's server unless AWS_ENDPOINT_URL is set; exports the AWS_* vars
+#   stand_in_down  stop the server stand_in_up started
+#
+# State lives under $NOTIF_STATE (default .local/ in the checkout), so `make db/up` in one
+# shell and `make db/down` in another find the same cluster.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+NOTIF_STATE=${NOTIF_STATE:-$ROOT/.local}
+MOTO_VERSION=${MOTO_VERSION:-5.2.5}
+
+log() { printf '%s\n' "$*" >&2; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+pg_bindir() {
+  local d
+  for d in ${PG_BINDIR:-} "$(pg_config --bindir 2>/dev/null)" /usr/lib/postgresql/*/bin \
+           /usr/local/opt/postgresql@*/bin /opt/homebrew/opt/postgresql@*/bin; do
+    if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then echo "$d"; return 0; fi
+  done
+  return 1
+}
+
+# Runs a command as the cluster's owner: `postgres` when we are root (initdb refuses root).
+as_pg_owner() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+pg_up() {
+  if [ -n "${DATABASE_URL:-}" ]; then
+    log "postgres: using DATABASE_URL (${DATABASE_URL%%@*}@…)"
+    return 0
+  fi
+  local bindir
+  if ! bindir=$(pg_bindir); then
+    log "postgres: server binaries (initdb, pg_ctl) not found."
+    log "  Debian/Ubuntu: sudo apt-get install postgresql   (or set PG_BINDIR)"
+    log "  macOS:         brew install postgresql@15"
+    log "  or point DATABASE_URL at a server you already run."
+    return 1
+  fi
+  if [ -f "$NOTIF_STATE/pg.env" ]; then
+    # shellcheck disable=SC1091
+    . "$NOTIF_STATE/pg.env"
+    if "$bindir/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"; then
+      export DATABASE_URL
+      log "postgres: already running on port $PG_PORT"
+      return 0
+    fi
+    rm -f "$NOTIF_STATE/pg.env"
+  fi
+  mkdir -p "$NOTIF_STATE"
+  local dir port
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/notif-pg.XXXXXX")
+  port=$(free_port)
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    chown postgres "$dir"
+  fi
+  as_pg_owner "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
+    || { log "postgres: initdb failed:"; cat "$dir/initdb.log" >&2; return 1; }
+  # the admin role connects without a password; every other role needs its password
+  # (so a wrong password is refused, as on a real server)
+  as_pg_owner sh -c "printf 'host all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n' | cat - '$dir/data/pg_hba.conf' > '$dir/data/pg_hba.new' && mv '$dir/data/pg_hba.new' '$dir/data/pg_hba.conf'"
+  # fsync off: a throwaway cluster for tests (the benchmark starts its own, durable one)
+  as_pg_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=400 ${PG_EXTRA_OPTS:--c fsync=off -c full_page_writes=off}" >/dev/null \
+    || { log "postgres: failed to start:"; cat "$dir/server.log" >&2; return 1; }
+  DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+  export DATABASE_URL
+  printf 'PG_DIR=%q\nPG_PORT=%q\nPG_BINDIR_USED=%q\nDATABASE_URL=%q\n' "$dir" "$port" "$bindir" "$DATABASE_URL" >"$NOTIF_STATE/pg.env"
+  log "postgres: started on 127.0.0.1:$port (data in $dir)"
+}
+
+pg_down() {
+  [ -f "$NOTIF_STATE/pg.env" ] || return 0
+  # shellcheck disable=SC1091
+  . "$NOTIF_STATE/pg.env"
+  as_pg_owner "$PG_BINDIR_USED/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+  rm -rf "$PG_DIR" "$NOTIF_STATE/pg.env"
+  log "postgres: stopped"
+}
+
+stand_in_install() {
+  local venv="$ROOT/.venv"
+  if [ ! -x "$venv/bin/moto_server" ]; then
+    log "stand-in: installing moto[server]==$MOTO_VERSION into $venv"
+    python3 -m venv "$venv" || { log "stand-in: python3 -m venv failed (Debian: apt-get install python3-venv)"; return 1; }
+    "$venv/bin/pip" install -q --disable-pip-version-check "moto[server]==$MOTO_VERSION" \
+      || { log "stand-in: pip install moto[server] failed"; return 1; }
+  fi
+}
+
+stand_in_env() {
+  export AWS_ENDPOINT_URL="http://127.0.0.1:$1"
+  export AWS_REGION=${AWS_REGION:-us-east-1}
+  export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-testing}
+  export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-testing}
+}
+
+stand_in_up() {
+  if [ -n "${AWS_ENDPOINT_URL:-}" ]; then
+    log "stand-in: using AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"
+    return 0
+  fi
+  if [ -f "$NOTIF_STATE/moto.env" ]; then
+    # shellcheck disable=SC1091
+    . "$NOTIF_STATE/moto.env"
+    if curl -fsS -o /dev/null "http://127.0.0.1:$MOTO_PORT/moto-api/data.json"; then
+      stand_in_env "$MOTO_PORT"
+      log "stand-in: already running on port $MOTO_PORT"
+      return 0
+    fi
+    rm -f "$NOTIF_STATE/moto.env"
+  fi
+  stand_in_install || return 1
+  mkdir -p "$NOTIF_STATE"
+  local port pid i
+  port=$(free_port)
+  setsid "$ROOT/.venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$NOTIF_STATE/moto.log" 2>&1 < /dev/null &
+  pid=$!
+  for i in $(seq 1 100); do
+    if curl -fsS -o /dev/null "http://127.0.0.1:$port/moto-api/data.json"; then break; fi
+    if ! kill -0 "$pid" 2>/dev/null; then log "stand-in: moto_server exited:"; cat "$NOTIF_STATE/moto.log" >&2; return 1; fi
+    sleep 0.2
+  done
+  printf 'MOTO_PORT=%q\nMOTO_PID=%q\n' "$port" "$pid" >"$NOTIF_STATE/moto.env"
+  stand_in_env "$port"
+  log "stand-in: moto_server on 127.0.0.1:$port"
+}
+
+stand_in_down() {
+  [ -f "$NOTIF_STATE/moto.env" ] || return 0
+  # shellcheck disable=SC1091
+  . "$NOTIF_STATE/moto.env"
+  kill "$MOTO_PID" 2>/dev/null || true
+  rm -f "$NOTIF_STATE/moto.env"
+  log "stand-in: stopped"
+}

@@ -1,0 +1,188 @@
+//! Test harness: each test gets its own fresh database, cloned from a migrated template.
+//!
+//! `DATABASE_URL` names the server (set by `make test`, which starts a throwaway cluster
+//! when it is unset). The template is built once per set of migrations, under an advisory
+//! lock, so test binaries running at once share it; each clone is dropped when its
+//! [`TestDb`] goes out of scope.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+use shared::db::DbConfig;
+use shared::store::PgStore;
+use tokio_postgres::Client;
+
+/// A database of this test's own, migrated, empty, and dropped at the end.
+pub struct TestDb {
+    pub name: String,
+    pub config: DbConfig,
+    admin: DbConfig,
+}
+
+/// The server's admin connection settings, from `DATABASE_URL`.
+pub fn admin_config() -> DbConfig {
+    let url = std::env::var("DATABASE_URL")
+        .expect("DATABASE_URL is not set: run the tests with `make test`, which starts PostgreSQL");
+    DbConfig::new(&url, None).expect("DATABASE_URL must be valid")
+}
+
+fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}_{}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        uuid::Uuid::new_v4().simple().to_string().get(..8).unwrap()
+    )
+}
+
+impl TestDb {
+    /// A fresh, migrated database.
+    pub async fn new() -> Self {
+        let admin = admin_config();
+        let template = ensure_template(&admin).await;
+        let name = unique_name("notif_test");
+        let client = admin
+            .connect()
+            .await
+            .expect("connect to the admin database");
+        client
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
+            .await
+            .expect("clone the template database");
+        Self {
+            config: admin.with_dbname(&name),
+            name,
+            admin,
+        }
+    }
+
+    /// A fresh database with no schema at all (for migration tests).
+    pub async fn empty() -> Self {
+        let admin = admin_config();
+        let name = unique_name("notif_empty");
+        let client = admin
+            .connect()
+            .await
+            .expect("connect to the admin database");
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create an empty database");
+        Self {
+            config: admin.with_dbname(&name),
+            name,
+            admin,
+        }
+    }
+
+    /// A new connection to this database.
+    pub async fn client(&self) -> Client {
+        self.config
+            .connect()
+            .await
+            .expect("connect to the test database")
+    }
+
+    /// A job store on its own connection.
+    pub async fn store(&self) -> PgStore {
+        PgStore::connect(self.config.clone())
+            .await
+            .expect("open a store on the test database")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let admin = self.admin.clone();
+        let name = self.name.clone();
+        // Drop is not async: drop the database from a runtime of its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                if let Ok(client) = admin.connect().await {
+                    let _ = client
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+const TEMPLATE_LOCK: i64 = 0x7465_6d70_6c74; // "templt"
+
+/// Creates the migrated template for the current migrations once; returns its name.
+async fn ensure_template(admin: &DbConfig) -> String {
+    let all: String = shared::migrate::MIGRATIONS
+        .iter()
+        .map(|(name, sql)| format!("{name}\n{sql}\n"))
+        .collect();
+    let template = format!(
+        "notif_tpl_{}",
+        &hex::encode(Sha256::digest(all.as_bytes()))[..16]
+    );
+    let client = admin
+        .connect()
+        .await
+        .expect("connect to the admin database");
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&TEMPLATE_LOCK])
+        .await
+        .unwrap();
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&template])
+        .await
+        .unwrap()
+        .is_some();
+    if !exists {
+        let building = format!("{template}_building");
+        client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"))
+            .await
+            .unwrap();
+        client
+            .batch_execute(&format!("CREATE DATABASE {building}"))
+            .await
+            .unwrap();
+        {
+            let mut tpl = admin.with_dbname(&building).connect().await.unwrap();
+            shared::migrate::run(&mut tpl)
+                .await
+                .expect("migrate the template");
+        }
+        // the migrating connection must be gone before the rename
+        client
+            .batch_execute(&format!("ALTER DATABASE {building} RENAME TO {template}"))
+            .await
+            .unwrap_or_else(|e| panic!("rename template: {e:?}"));
+    }
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK])
+        .await
+        .unwrap();
+    template
+}
+
+/// Inserts `n` due jobs straight in SQL (fast fixtures for the claim tests); returns ids.
+pub async fn insert_due_jobs(client: &Client, n: i64) -> Vec<uuid::Uuid> {
+    client
+        .query(
+            "INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
+             SELECT gen_random_uuid(), 'sms',
+                    jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'), 'message', 'hi'),
+                    now() - interval '1 second'
+             FROM generate_series(1, $1::bigint) AS g
+             RETURNING id",
+            &[&n],
+        )
+        .await
+        .expect("insert fixtures")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}

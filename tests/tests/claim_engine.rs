@@ -1,0 +1,283 @@
+//! The claim engine against a real PostgreSQL: no job claimed twice, none missed,
+//! fencing of stale completions, and what plain FOR UPDATE would do instead.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::Utc;
+use integration_tests::{insert_due_jobs, TestDb};
+use shared::domain::Channel;
+use shared::store::{sql, Completion, Decision, JobStore};
+use uuid::Uuid;
+
+fn completion(job: &shared::store::ClaimedJob, decision: Decision) -> Completion {
+    let now = Utc::now();
+    Completion {
+        job_id: job.id,
+        claim_token: job.claim_token,
+        attempt: job.attempt,
+        channel: job.channel,
+        decision,
+        provider_message_id: matches!(decision, Decision::Sent).then(|| "msg-1".to_owned()),
+        error_code: None,
+        error_message: None,
+        started_at: now,
+        finished_at: now,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_concurrent_claimers_claim_every_job_exactly_once() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let expected: HashSet<Uuid> = insert_due_jobs(&client, 5_000).await.into_iter().collect();
+
+    let mut claimers = Vec::new();
+    for _ in 0..8 {
+        let store = db.store().await; // each claimer on its own connection
+        claimers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let batch = store.claim(37).await.unwrap();
+                if batch.is_empty() {
+                    return mine;
+                }
+                mine.extend(batch.into_iter().map(|j| (j.id, j.attempt)));
+            }
+        }));
+    }
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    let mut claimers_with_work = 0;
+    for claimer in claimers {
+        let mine = claimer.await.unwrap();
+        claimers_with_work += usize::from(!mine.is_empty());
+        for (id, attempt) in mine {
+            total += 1;
+            assert_eq!(attempt, 1, "first claim is attempt 1");
+            assert!(seen.insert(id), "job {id} claimed twice");
+        }
+    }
+    assert_eq!(total, 5_000);
+    assert_eq!(
+        seen, expected,
+        "claimed ids must be exactly the inserted ids"
+    );
+    assert!(claimers_with_work > 1, "the claimers ran concurrently");
+    let processing: i64 = client
+        .query_one(
+            "SELECT count(*) FROM notification_jobs WHERE status = 'processing' AND claim_token IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(processing, 5_000);
+}
+
+#[tokio::test]
+async fn future_jobs_wait_and_due_failed_jobs_are_claimed_again() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    let ids = insert_due_jobs(&client, 3).await;
+    let (future, failed_due, failed_later) = (ids[0], ids[1], ids[2]);
+    client
+        .execute(
+            "UPDATE notification_jobs SET next_attempt_at = now() + interval '1 hour' WHERE id = $1",
+            &[&future],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE notification_jobs SET status = 'failed', attempts = 2,
+                    next_attempt_at = now() - interval '1 second' WHERE id = $1",
+            &[&failed_due],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE notification_jobs SET status = 'failed', attempts = 1,
+                    next_attempt_at = now() + interval '5 minutes' WHERE id = $1",
+            &[&failed_later],
+        )
+        .await
+        .unwrap();
+
+    let claimed = store.claim(10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "only the due failed job: {claimed:?}");
+    assert_eq!(claimed[0].id, failed_due);
+    assert_eq!(claimed[0].attempt, 3, "attempts incremented by the claim");
+    assert!(store.claim(10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn completion_with_a_stale_token_is_fenced_but_recorded() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    let ids = insert_due_jobs(&client, 2).await;
+    let claimed = store.claim(10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let (good, stale) = (&claimed[0], &claimed[1]);
+    let mut stale_completion = completion(stale, Decision::Sent);
+    stale_completion.claim_token = Uuid::new_v4(); // another claim's token
+
+    let report = store
+        .complete(&[completion(good, Decision::Sent), stale_completion])
+        .await
+        .unwrap();
+    assert_eq!(report.applied, vec![good.id]);
+    assert_eq!(report.fenced, vec![stale.id]);
+
+    let status = |id: Uuid| {
+        let client = &client;
+        async move {
+            client
+                .query_one(
+                    "SELECT status::text FROM notification_jobs WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .get::<_, String>(0)
+        }
+    };
+    assert_eq!(status(good.id).await, "sent");
+    assert_eq!(status(stale.id).await, "processing", "fenced job untouched");
+    let rows = client
+        .query(
+            "SELECT job_id, outcome, fenced, provider, provider_message_id
+             FROM notification_deliveries ORDER BY fenced",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2, "a delivery row for both, fenced or not");
+    assert_eq!(rows[0].get::<_, Uuid>(0), good.id);
+    assert!(!rows[0].get::<_, bool>(2));
+    assert_eq!(rows[1].get::<_, Uuid>(0), stale.id);
+    assert!(
+        rows[1].get::<_, bool>(2),
+        "the stale completion is marked fenced"
+    );
+    assert_eq!(rows[1].get::<_, &str>(3), "sns");
+    assert!(ids.contains(&stale.id));
+}
+
+#[tokio::test]
+async fn retry_and_dead_decisions_are_applied() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    insert_due_jobs(&client, 2).await;
+    let claimed = store.claim(10).await.unwrap();
+    let retry_at = Utc::now() + chrono::Duration::minutes(2);
+    let mut retry = completion(&claimed[0], Decision::Retry { at: retry_at });
+    retry.error_code = Some("Throttling".into());
+    retry.error_message = Some("slow down".into());
+    let mut dead = completion(&claimed[1], Decision::Dead);
+    dead.error_code = Some("InvalidParameter".into());
+    dead.channel = Channel::Sms;
+    let report = store.complete(&[retry, dead]).await.unwrap();
+    assert_eq!(report.applied.len(), 2);
+
+    let row = client
+        .query_one(
+            "SELECT status::text, last_error, next_attempt_at FROM notification_jobs WHERE id = $1",
+            &[&claimed[0].id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, &str>(0), "failed");
+    assert_eq!(row.get::<_, &str>(1), "Throttling: slow down");
+    let at: chrono::DateTime<Utc> = row.get(2);
+    assert!((at - retry_at).num_milliseconds().abs() < 5);
+    let status: String = client
+        .query_one(
+            "SELECT status::text FROM notification_jobs WHERE id = $1",
+            &[&claimed[1].id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "dead");
+    assert!(
+        store.claim(10).await.unwrap().is_empty(),
+        "neither is due now"
+    );
+}
+
+/// The lesson's closing question: with plain FOR UPDATE (no SKIP LOCKED), a second claimer
+/// blocks until the first one's transaction ends; with SKIP LOCKED it takes other rows at once.
+#[tokio::test]
+async fn plain_for_update_blocks_the_second_claimer_skip_locked_does_not() {
+    let db = TestDb::new().await;
+    let setup = db.client().await;
+    insert_due_jobs(&setup, 20).await;
+    let plain = sql::CLAIM.replace("FOR UPDATE SKIP LOCKED", "FOR UPDATE");
+    assert_ne!(plain, sql::CLAIM);
+
+    let mut first = db.client().await;
+    let tx = first.transaction().await.unwrap();
+    let first_batch = tx.query(plain.as_str(), &[&10_i64]).await.unwrap();
+    assert_eq!(first_batch.len(), 10);
+
+    // SKIP LOCKED: answers at once, with the other ten rows.
+    let skipping = db.client().await;
+    let skipped = tokio::time::timeout(
+        Duration::from_secs(5),
+        skipping.query(sql::CLAIM, &[&10_i64]),
+    )
+    .await
+    .expect("SKIP LOCKED never waits")
+    .unwrap();
+    assert_eq!(skipped.len(), 10);
+
+    // Plain FOR UPDATE: waits on the first claimer's row locks.
+    let blocked = db.client().await;
+    let pid: i32 = blocked
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let plain_for_task = plain.clone();
+    let waiter = tokio::spawn(async move {
+        let rows = blocked
+            .query(plain_for_task.as_str(), &[&10_i64])
+            .await
+            .unwrap();
+        rows.len()
+    });
+    let mut waited_on_lock = false;
+    for _ in 0..100 {
+        let row = setup
+            .query_one(
+                "SELECT coalesce(wait_event_type, '') FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, &str>(0) == "Lock" {
+            waited_on_lock = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        waited_on_lock,
+        "the plain FOR UPDATE claimer waits on a row lock"
+    );
+    assert!(!waiter.is_finished(), "and has not returned");
+
+    tx.commit().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("unblocked once the first claimer commits")
+        .unwrap();
+    // Every row it had picked is now 'processing' (claimed by the others): after waiting,
+    // it re-checks them, finds none due, and comes back empty-handed.
+    assert_eq!(got, 0);
+}
