@@ -3,9 +3,17 @@
 //! - [`domain`]: channels, job states and the rules about them.
 //! - [`store`]: the job repository port and its PostgreSQL adapter (all SQL is in `sql/`).
 //! - [`db`] and [`migrate`]: connecting from `DATABASE_URL` and applying `migrations/`.
+//! - [`ingest`]: the HTTP API (validation, idempotency, tenant from the authorizer).
+//! - [`delivery`] and [`worker`]: the delivery port, its SNS/SES adapters, and the claim loop.
+//! - [`sweeper`]: rescuing jobs left in processing by a lost worker.
 
+pub mod config;
 pub mod db;
+pub mod delivery;
 pub mod domain;
 pub mod error;
+pub mod ingest;
 pub mod migrate;
 pub mod store;
+pub mod sweeper;
+pub mod worker;
