@@ -92,6 +92,35 @@ impl DbConfig {
         other
     }
 
+    /// The same database through another host and port (tests route through a proxy).
+    pub fn with_host_port(&self, host: &str, port: u16) -> Self {
+        let mut other = self.clone();
+        let mut config = Config::new();
+        if let Some(user) = self.config.get_user() {
+            config.user(user);
+        }
+        if let Some(password) = self.config.get_password() {
+            config.password(password);
+        }
+        if let Some(dbname) = self.config.get_dbname() {
+            config.dbname(dbname);
+        }
+        config.ssl_mode(self.config.get_ssl_mode());
+        config.connect_timeout(std::time::Duration::from_secs(2));
+        config.host(host).port(port);
+        other.config = config;
+        other.target = describe_target(&other.config);
+        other
+    }
+
+    /// The first host and port, as text.
+    pub fn host_port(&self) -> (String, u16) {
+        let target = describe_target(&self.config);
+        let host_port = target.split('/').next().unwrap_or_default();
+        let (host, port) = host_port.rsplit_once(':').unwrap_or((host_port, "5432"));
+        (host.to_owned(), port.parse().unwrap_or(5432))
+    }
+
     pub fn dbname(&self) -> Option<&str> {
         self.config.get_dbname()
     }

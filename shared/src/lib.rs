@@ -14,6 +14,7 @@ pub mod domain;
 pub mod error;
 pub mod ingest;
 pub mod migrate;
+pub mod startup;
 pub mod store;
 pub mod sweeper;
 pub mod worker;

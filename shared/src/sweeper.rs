@@ -1,1 +1,126 @@
-//! (in progress)
+//! The sweeper: rescues jobs left in `processing` by a worker that crashed or timed out.
+//!
+//! A job is stuck when it has been processing for longer than `STUCK_AFTER_SECS`. That
+//! window must exceed the worker function's timeout (`WORKER_TIMEOUT_SECS`): Lambda stops
+//! an invocation at its timeout, so a job claimed longer ago than that cannot still be in
+//! delivery, and a healthy worker's job is never swept. The sweep clears the claim token,
+//! so the lost worker's late completion is fenced.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::{self, ConfigError};
+use crate::store::{JobStore, StoreError, SweepReport};
+
+/// The sweeper's validated settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweeperConfig {
+    pub stuck_after: Duration,
+    pub worker_timeout: Duration,
+    /// Rows per statement; the sweep loops until a statement finds fewer.
+    pub batch_size: u32,
+}
+
+impl SweeperConfig {
+    pub const DEFAULT_STUCK_AFTER_SECS: u64 = 600;
+    pub const DEFAULT_WORKER_TIMEOUT_SECS: u64 = 120;
+    pub const DEFAULT_BATCH_SIZE: u32 = 1_000;
+
+    /// Reads `STUCK_AFTER_SECS`, `WORKER_TIMEOUT_SECS` and `SWEEP_BATCH_SIZE`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::new(
+            config::parse_or(
+                "STUCK_AFTER_SECS",
+                Self::DEFAULT_STUCK_AFTER_SECS,
+                1..=86_400,
+            )?,
+            config::parse_or(
+                "WORKER_TIMEOUT_SECS",
+                Self::DEFAULT_WORKER_TIMEOUT_SECS,
+                1..=900,
+            )?,
+            config::parse_or("SWEEP_BATCH_SIZE", Self::DEFAULT_BATCH_SIZE, 1..=10_000)?,
+        )
+    }
+
+    /// Refuses a window that a healthy worker could still be inside.
+    pub fn new(
+        stuck_after_secs: u64,
+        worker_timeout_secs: u64,
+        batch_size: u32,
+    ) -> Result<Self, ConfigError> {
+        if stuck_after_secs <= worker_timeout_secs {
+            return Err(ConfigError::Conflict(format!(
+                "STUCK_AFTER_SECS={stuck_after_secs} must be greater than \
+                 WORKER_TIMEOUT_SECS={worker_timeout_secs} (the worker function's timeout): \
+                 otherwise a job a healthy worker is still delivering could be swept"
+            )));
+        }
+        Ok(Self {
+            stuck_after: Duration::from_secs(stuck_after_secs),
+            worker_timeout: Duration::from_secs(worker_timeout_secs),
+            batch_size,
+        })
+    }
+}
+
+/// What one sweep did, as the function returns it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SweepSummary {
+    pub requeued: u64,
+    pub dead: u64,
+    pub elapsed_ms: u64,
+}
+
+/// Sweeps every stuck job, in bounded statements, until none is left.
+pub async fn run_once(
+    store: &dyn JobStore,
+    config: &SweeperConfig,
+) -> Result<SweepSummary, StoreError> {
+    let started = Instant::now();
+    let mut total = SweepReport::default();
+    loop {
+        let report = store.sweep(config.stuck_after, config.batch_size).await?;
+        total.requeued += report.requeued;
+        total.dead += report.dead;
+        if report.requeued + report.dead < u64::from(config.batch_size) {
+            break;
+        }
+    }
+    let summary = SweepSummary {
+        requeued: total.requeued,
+        dead: total.dead,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    };
+    if summary.requeued + summary.dead > 0 {
+        tracing::warn!(
+            requeued = summary.requeued,
+            dead = summary.dead,
+            "swept jobs lost by a worker"
+        );
+    } else {
+        tracing::info!(elapsed_ms = summary.elapsed_ms, "sweep found nothing stuck");
+    }
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_must_exceed_the_worker_timeout() {
+        assert!(SweeperConfig::new(600, 120, 1000).is_ok());
+        for (stuck, timeout) in [(120, 120), (60, 120)] {
+            let err = SweeperConfig::new(stuck, timeout, 1000)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("STUCK_AFTER_SECS={stuck}")), "{err}");
+            assert!(
+                err.contains(&format!("WORKER_TIMEOUT_SECS={timeout}")),
+                "{err}"
+            );
+        }
+    }
+}

@@ -5,6 +5,10 @@
 //! lock, so test binaries running at once share it; each clone is dropped when its
 //! [`TestDb`] goes out of scope.
 
+pub mod apigw;
+pub mod proxy;
+pub mod stand_in;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};

@@ -1,1 +1,34 @@
-fn main() {}
+//! The sweeper function: on a schedule, requeues jobs a lost worker left in processing.
+
+use std::sync::Arc;
+
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
+use shared::sweeper::{self, SweeperConfig};
+use shared::{db::DbConfig, error::report, startup, store::PgStore};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::config::init_tracing();
+    let (store, config) = match cold_start().await {
+        Ok(deps) => deps,
+        Err(err) => startup::fail("sweeper", &report(err.as_ref())),
+    };
+    let store = Arc::new(store);
+    run(service_fn(move |_event: LambdaEvent<Value>| {
+        let (store, config) = (store.clone(), config.clone());
+        async move {
+            // a store error fails the invocation: the next schedule tries again
+            let summary = sweeper::run_once(store.as_ref(), &config).await?;
+            Ok::<_, Error>(serde_json::to_value(summary)?)
+        }
+    }))
+    .await
+}
+
+async fn cold_start() -> Result<(PgStore, SweeperConfig), Box<dyn std::error::Error>> {
+    let config = SweeperConfig::from_env()?;
+    let db = DbConfig::from_env()?;
+    startup::migrate_if_enabled(&db).await?;
+    Ok((PgStore::new(db), config))
+}

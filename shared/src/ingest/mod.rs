@@ -1,0 +1,444 @@
+//! The ingest API: `POST /notifications` and `GET /notifications/{id}` behind API Gateway.
+//!
+//! The handler validates, persists and answers; it never calls a provider. Every answer
+//! is either "accepted and persisted" or a refusal that wrote nothing, in one JSON error
+//! shape: `{"error":{"code","message","fields":[{"field","message"}]}}`.
+
+pub mod validate;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::Utc;
+use lambda_http::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::Serialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::config::{self, ConfigError};
+use crate::store::{Idempotency, Inserted, JobStore, JobSummary, NewJob, StoreError};
+pub use validate::{validate, FieldError, SendRequest};
+
+/// Bodies above this size are refused with 413.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Seconds a client is told to wait when the database is unavailable.
+pub const RETRY_AFTER_SECS: u32 = 5;
+
+/// The ingest function's settings.
+#[derive(Debug, Clone, Default)]
+pub struct IngestConfig {
+    /// Also honour an `X-Organization-Id` header. For local use only: never in production.
+    pub allow_org_header: bool,
+}
+
+impl IngestConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self {
+            allow_org_header: config::flag("ALLOW_ORG_HEADER", false)?,
+        })
+    }
+}
+
+/// A refusal or failure, answered in the common error shape.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub fields: Vec<FieldError>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            fields: Vec::new(),
+        }
+    }
+
+    fn invalid(fields: Vec<FieldError>) -> Self {
+        Self {
+            fields,
+            ..Self::new(
+                StatusCode::BAD_REQUEST,
+                "validation_failed",
+                "the request has invalid fields",
+            )
+        }
+    }
+
+    fn from_store(err: &StoreError) -> Self {
+        if err.is_unavailable() {
+            Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the service is temporarily unavailable; retry shortly",
+            )
+        } else {
+            Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "an internal error occurred",
+            )
+        }
+    }
+}
+
+enum Route {
+    Create,
+    Get(String),
+}
+
+/// What one request produced: the response and what the access log records.
+struct Outcome {
+    response: Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError>,
+    organization_id: Option<Uuid>,
+    route: &'static str,
+}
+
+/// The ingest service: holds the store port, answers API Gateway requests.
+pub struct Ingest {
+    store: Arc<dyn JobStore>,
+    config: IngestConfig,
+}
+
+impl Ingest {
+    pub fn new(store: Arc<dyn JobStore>, config: IngestConfig) -> Self {
+        Self { store, config }
+    }
+
+    /// Answers one request. Never fails: every problem becomes an HTTP answer.
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        let started = Instant::now();
+        let request_id = request_id(&req);
+        let outcome = self.dispatch(&req).await;
+        let (status, body, job_id) = match &outcome.response {
+            Ok((status, body, job_id)) => (*status, body.clone(), *job_id),
+            Err(err) => (err.status, error_body(err), None),
+        };
+        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        tracing::info!(
+            request_id = %request_id,
+            method = %req.method(),
+            route = outcome.route,
+            status = status.as_u16(),
+            organization_id = outcome.organization_id.map(|o| o.to_string()),
+            job_id = job_id.map(|j| j.to_string()),
+            error_code = outcome.response.as_ref().err().map(|e| e.code),
+            latency_ms,
+            "request"
+        );
+        let mut builder = Response::builder()
+            .status(status)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("x-request-id", request_id);
+        if status == StatusCode::ACCEPTED {
+            if let Some(id) = job_id {
+                builder = builder.header(header::LOCATION, format!("/notifications/{id}"));
+            }
+        }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            builder = builder.header(header::RETRY_AFTER, RETRY_AFTER_SECS);
+        }
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            builder = builder.header(header::ALLOW, allowed_methods(&req));
+        }
+        builder
+            .body(Body::Text(body.to_string()))
+            .unwrap_or_else(|_| Response::new(Body::Empty))
+    }
+
+    async fn dispatch(&self, req: &Request) -> Outcome {
+        let (route, route_name) = match route(req) {
+            Ok(r) => r,
+            Err(err) => {
+                return Outcome {
+                    response: Err(err),
+                    organization_id: None,
+                    route: "unknown",
+                }
+            }
+        };
+        let organization_id = match organization(req, self.config.allow_org_header) {
+            Ok(org) => org,
+            Err(err) => {
+                return Outcome {
+                    response: Err(err),
+                    organization_id: None,
+                    route: route_name,
+                }
+            }
+        };
+        let response = match route {
+            Route::Create => self.create(req, organization_id).await,
+            Route::Get(id) => self.get(organization_id, &id).await,
+        };
+        Outcome {
+            response,
+            organization_id: Some(organization_id),
+            route: route_name,
+        }
+    }
+
+    async fn create(
+        &self,
+        req: &Request,
+        organization_id: Uuid,
+    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+        check_content_type(req.headers())?;
+        let bytes: &[u8] = req.body().as_ref();
+        if bytes.len() > MAX_BODY_BYTES {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body must be at most {MAX_BODY_BYTES} bytes"),
+            ));
+        }
+        let key = idempotency_key(req.headers())?;
+        let body: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("the body is not valid JSON: {e}"),
+            )
+        })?;
+        let request = validate(&body, Utc::now()).map_err(ApiError::invalid)?;
+        let job = NewJob {
+            organization_id,
+            channel: request.channel,
+            payload: request.payload,
+            max_attempts: request.max_attempts,
+            next_attempt_at: request.send_at,
+            idempotency: key.map(|key| Idempotency {
+                key,
+                request_hash: request.request_hash,
+            }),
+        };
+        let inserted = self.store.insert(&job).await.map_err(|e| {
+            log_store_error(&e);
+            ApiError::from_store(&e)
+        })?;
+        match inserted {
+            Inserted::Created(summary) => Ok((
+                StatusCode::ACCEPTED,
+                summary_body(&summary),
+                Some(summary.id),
+            )),
+            Inserted::Existing(summary) => {
+                Ok((StatusCode::OK, summary_body(&summary), Some(summary.id)))
+            }
+            Inserted::KeyReused => Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "idempotency_key_reused",
+                "this Idempotency-Key was already used with a different request",
+            )),
+        }
+    }
+
+    async fn get(
+        &self,
+        organization_id: Uuid,
+        id: &str,
+    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+        let id = Uuid::parse_str(id).map_err(|_| {
+            let mut err = ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_id",
+                "the id must be a UUID",
+            );
+            err.fields.push(FieldError::new("id", "must be a UUID"));
+            err
+        })?;
+        let job = self.store.get(organization_id, id).await.map_err(|e| {
+            log_store_error(&e);
+            ApiError::from_store(&e)
+        })?;
+        match job {
+            Some(job) => Ok((StatusCode::OK, to_json(&job), Some(id))),
+            None => Err(not_found("no notification with this id")),
+        }
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+fn summary_body(summary: &JobSummary) -> serde_json::Value {
+    to_json(summary)
+}
+
+fn error_body(err: &ApiError) -> serde_json::Value {
+    json!({"error": {"code": err.code, "message": err.message, "fields": err.fields}})
+}
+
+fn log_store_error(err: &StoreError) {
+    tracing::error!(error = %crate::error::report(err), "store error");
+}
+
+fn not_found(message: &str) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+}
+
+/// The request's path without the API Gateway stage prefix, if any.
+fn path(req: &Request) -> String {
+    let path = req.uri().path();
+    let stage = match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.stage.clone(),
+        Some(RequestContext::ApiGatewayV1(ctx)) => ctx.stage.clone(),
+        _ => None,
+    };
+    if let Some(stage) = stage.filter(|s| s != "$default") {
+        if let Some(rest) = path.strip_prefix(&format!("/{stage}")) {
+            if rest.starts_with('/') {
+                return rest.to_owned();
+            }
+        }
+    }
+    path.to_owned()
+}
+
+fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
+    let path = path(req);
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    let method = req.method();
+    match segments.as_slice() {
+        ["notifications"] => match *method {
+            Method::POST => Ok((Route::Create, "POST /notifications")),
+            _ => Err(method_not_allowed()),
+        },
+        ["notifications", id] => match *method {
+            Method::GET => Ok((Route::Get((*id).to_owned()), "GET /notifications/{id}")),
+            _ => Err(method_not_allowed()),
+        },
+        _ => Err(not_found("no such route")),
+    }
+}
+
+fn allowed_methods(req: &Request) -> &'static str {
+    let path = path(req);
+    if path.trim_end_matches('/').ends_with("/notifications") {
+        "POST"
+    } else {
+        "GET"
+    }
+}
+
+fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this method is not allowed on this path",
+    )
+}
+
+/// The Lambda request id, else API Gateway's, so every answer can be traced.
+fn request_id(req: &Request) -> String {
+    if let Some(ctx) = req.lambda_context_ref() {
+        if !ctx.request_id.is_empty() {
+            return ctx.request_id.clone();
+        }
+    }
+    let gateway = match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
+        Some(RequestContext::ApiGatewayV1(ctx)) => ctx.request_id.clone(),
+        _ => None,
+    };
+    gateway.unwrap_or_else(|| Uuid::new_v4().to_string())
+}
+
+/// The caller's organization: from the authorizer only (JWT claim `org_id`, or the
+/// Lambda-authorizer context key `organization_id`); the `X-Organization-Id` header only
+/// when explicitly allowed for local use. Never from the body.
+fn organization(req: &Request, allow_header: bool) -> Result<Uuid, ApiError> {
+    let authorizer = match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.authorizer.as_ref(),
+        Some(RequestContext::ApiGatewayV1(ctx)) => Some(&ctx.authorizer),
+        _ => None,
+    };
+    let from_authorizer = authorizer.and_then(|auth| {
+        let claim = auth
+            .jwt
+            .as_ref()
+            .and_then(|jwt| jwt.claims.get("org_id"))
+            .cloned();
+        claim.or_else(|| {
+            auth.fields
+                .get("organization_id")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        })
+    });
+    let raw = from_authorizer.or_else(|| {
+        allow_header
+            .then(|| req.headers().get("x-organization-id"))
+            .flatten()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    });
+    let Some(raw) = raw else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "no organization in the authorizer context",
+        ));
+    };
+    Uuid::parse_str(raw.trim()).map_err(|_| {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "the organization id from the authorizer is not a UUID",
+        )
+    })
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|mime| {
+            let mime = mime.trim().to_ascii_lowercase();
+            mime == "application/json"
+                || (mime.starts_with("application/") && mime.ends_with("+json"))
+        })
+        .unwrap_or(false);
+    if is_json {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the body must be JSON: send Content-Type: application/json",
+        ))
+    }
+}
+
+/// The `Idempotency-Key` header: 1–255 visible ASCII characters.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let valid = |v: &HeaderValue| {
+        let bytes = v.as_bytes();
+        (1..=255).contains(&bytes.len()) && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
+    };
+    if valid(value) {
+        Ok(Some(String::from_utf8_lossy(value.as_bytes()).into_owned()))
+    } else {
+        let mut err = ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_idempotency_key",
+            "Idempotency-Key must be 1 to 255 visible ASCII characters",
+        );
+        err.fields.push(FieldError::new(
+            "Idempotency-Key",
+            "must be 1 to 255 visible ASCII characters",
+        ));
+        Err(err)
+    }
+}

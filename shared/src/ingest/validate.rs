@@ -1,0 +1,412 @@
+//! Validating a send request: every invalid field is reported, not only the first, and a
+//! value that passes is normalised (the payload the worker reads, the hash idempotency uses).
+
+use chrono::{DateTime, Duration, Utc};
+use email_address::EmailAddress;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::domain::Channel;
+
+pub const MAX_SMS_CHARS: usize = 1600;
+pub const MAX_SUBJECT_CHARS: usize = 998;
+pub const MAX_SCHEDULE_AHEAD_DAYS: i64 = 30;
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
+pub const MAX_ATTEMPTS_LIMIT: i64 = 20;
+
+/// One invalid field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A request that passed validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendRequest {
+    pub channel: Channel,
+    /// What the worker needs to deliver: `{to, message}` or `{to, subject, text?, html?, reply_to?}`.
+    pub payload: Value,
+    pub max_attempts: i32,
+    /// When the first attempt is due (a past `send_at` means now).
+    pub send_at: DateTime<Utc>,
+    /// SHA-256 of the normalised request, for idempotency.
+    pub request_hash: String,
+}
+
+/// A phone number in E.164: `+`, then 2–15 digits, the first not 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhoneNumber(String);
+
+impl PhoneNumber {
+    pub fn parse(s: &str) -> Result<Self, &'static str> {
+        let digits = s
+            .strip_prefix('+')
+            .ok_or("must be in E.164 format: + then 2 to 15 digits")?;
+        let ok = (2..=15).contains(&digits.len())
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && !digits.starts_with('0');
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err("must be in E.164 format: + then 2 to 15 digits, the first not 0")
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Validates a parsed JSON body against the send contract, `now` being the current time.
+pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<FieldError>> {
+    let Some(obj) = body.as_object() else {
+        return Err(vec![FieldError::new("", "the body must be a JSON object")]);
+    };
+    let mut errors = Vec::new();
+    let mut fields = Fields {
+        obj,
+        errors: &mut errors,
+    };
+
+    let channel = match obj.get("channel") {
+        None => {
+            fields.error("channel", "is required: \"sms\" or \"email\"");
+            None
+        }
+        Some(Value::String(s)) => match Channel::parse(s) {
+            Some(c) => Some(c),
+            None => {
+                fields.error("channel", "must be \"sms\" or \"email\"");
+                None
+            }
+        },
+        Some(_) => {
+            fields.error("channel", "must be a string: \"sms\" or \"email\"");
+            None
+        }
+    };
+
+    let mut payload = Map::new();
+    let allowed: &[&str] = match channel {
+        Some(Channel::Sms) => {
+            if let Some(to) = fields.string("to", true, 1, 16) {
+                match PhoneNumber::parse(&to) {
+                    Ok(phone) => {
+                        payload.insert("to".into(), phone.as_str().into());
+                    }
+                    Err(msg) => fields.error("to", msg),
+                }
+            }
+            if let Some(message) = fields.string("message", true, 1, MAX_SMS_CHARS) {
+                payload.insert("message".into(), message.into());
+            }
+            &["channel", "to", "message", "send_at", "max_attempts"]
+        }
+        Some(Channel::Email) => {
+            if let Some(to) = fields.email("to", true) {
+                payload.insert("to".into(), to.into());
+            }
+            if let Some(subject) = fields.string("subject", true, 1, MAX_SUBJECT_CHARS) {
+                if subject.contains(['\r', '\n']) {
+                    fields.error("subject", "must be a single line");
+                } else {
+                    payload.insert("subject".into(), subject.into());
+                }
+            }
+            let text = fields.string("text", false, 1, usize::MAX);
+            let html = fields.string("html", false, 1, usize::MAX);
+            if !obj.contains_key("text") && !obj.contains_key("html") {
+                fields.error("text", "text or html (or both) is required");
+            }
+            if let Some(text) = text {
+                payload.insert("text".into(), text.into());
+            }
+            if let Some(html) = html {
+                payload.insert("html".into(), html.into());
+            }
+            if let Some(reply_to) = fields.email("reply_to", false) {
+                payload.insert("reply_to".into(), reply_to.into());
+            }
+            &[
+                "channel",
+                "to",
+                "subject",
+                "text",
+                "html",
+                "reply_to",
+                "send_at",
+                "max_attempts",
+            ]
+        }
+        None => &[],
+    };
+    if channel.is_some() {
+        for key in obj.keys() {
+            if !allowed.contains(&key.as_str()) {
+                fields.error(key, "is not a known field");
+            }
+        }
+    }
+
+    let max_attempts = match obj.get("max_attempts") {
+        None => DEFAULT_MAX_ATTEMPTS,
+        Some(v) => match v.as_i64() {
+            Some(n) if (1..=MAX_ATTEMPTS_LIMIT).contains(&n) => n as i32,
+            _ => {
+                fields.error("max_attempts", "must be an integer from 1 to 20");
+                DEFAULT_MAX_ATTEMPTS
+            }
+        },
+    };
+
+    let mut send_at_given = None;
+    if let Some(raw) = fields.string("send_at", false, 1, 64) {
+        match DateTime::parse_from_rfc3339(&raw) {
+            Ok(t) if t.with_timezone(&Utc) > now + Duration::days(MAX_SCHEDULE_AHEAD_DAYS) => {
+                fields.error("send_at", "must be at most 30 days ahead")
+            }
+            Ok(t) => send_at_given = Some(t.with_timezone(&Utc)),
+            Err(_) => fields.error(
+                "send_at",
+                "must be an RFC 3339 time, e.g. 2030-01-31T09:00:00Z",
+            ),
+        }
+    }
+
+    let Some(channel) = channel.filter(|_| errors.is_empty()) else {
+        return Err(errors);
+    };
+    let payload = Value::Object(payload);
+    let request_hash = hash(channel, &payload, max_attempts, send_at_given);
+    Ok(SendRequest {
+        channel,
+        payload,
+        max_attempts,
+        send_at: send_at_given.map_or(now, |t| t.max(now)),
+        request_hash,
+    })
+}
+
+/// SHA-256 over the normalised request: field order, whitespace and time-zone spelling do
+/// not change it (serde_json's maps are sorted), a changed value does.
+fn hash(
+    channel: Channel,
+    payload: &Value,
+    max_attempts: i32,
+    send_at: Option<DateTime<Utc>>,
+) -> String {
+    let normalised = serde_json::json!({
+        "channel": channel.as_str(),
+        "payload": payload,
+        "max_attempts": max_attempts,
+        "send_at": send_at.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
+    });
+    hex::encode(Sha256::digest(normalised.to_string().as_bytes()))
+}
+
+struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    errors: &'a mut Vec<FieldError>,
+}
+
+impl Fields<'_> {
+    fn error(&mut self, field: &str, message: &str) {
+        self.errors.push(FieldError::new(field, message));
+    }
+
+    /// A string field of `min..=max` characters, without NUL (PostgreSQL cannot store it).
+    fn string(&mut self, name: &str, required: bool, min: usize, max: usize) -> Option<String> {
+        match self.obj.get(name) {
+            None if required => {
+                self.error(name, "is required");
+                None
+            }
+            None => None,
+            Some(Value::String(s)) => {
+                let chars = s.chars().count();
+                if chars < min {
+                    self.error(name, "must not be empty");
+                } else if chars > max {
+                    self.error(name, &format!("must be at most {max} characters"));
+                } else if s.contains('\0') {
+                    self.error(name, "must not contain NUL characters");
+                } else {
+                    return Some(s.clone());
+                }
+                None
+            }
+            Some(_) => {
+                self.error(name, "must be a string");
+                None
+            }
+        }
+    }
+
+    fn email(&mut self, name: &str, required: bool) -> Option<String> {
+        let raw = self.string(name, required, 1, 254)?;
+        match raw.parse::<EmailAddress>() {
+            // a display name ("Ann <a@x>") is not accepted: the address alone
+            Ok(addr) if addr.display_part().is_empty() && addr.as_str() == raw => Some(raw),
+            _ => {
+                self.error(name, "must be a valid email address");
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> DateTime<Utc> {
+        "2030-01-01T00:00:00Z".parse().unwrap()
+    }
+
+    fn fields(errors: Vec<FieldError>) -> Vec<String> {
+        errors.into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn a_valid_sms_is_normalised() {
+        let req = validate(
+            &json!({"channel": "sms", "to": "+15555550100", "message": "Your code is 1234"}),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(req.channel, Channel::Sms);
+        assert_eq!(
+            req.payload,
+            json!({"to": "+15555550100", "message": "Your code is 1234"})
+        );
+        assert_eq!(req.max_attempts, 5);
+        assert_eq!(req.send_at, now());
+    }
+
+    #[test]
+    fn phone_numbers_follow_e164() {
+        for ok in ["+12", "+15555550100", "+123456789012345"] {
+            assert!(PhoneNumber::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "15555550100",
+            "+1",
+            "+0123",
+            "+1234567890123456",
+            "+1555-555",
+            "+",
+            "+１２",
+        ] {
+            assert!(PhoneNumber::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_invalid_field_is_listed() {
+        let errors = validate(
+            &json!({"channel": "email", "to": "not-an-address", "subject": "",
+                    "max_attempts": 0, "send_at": "tomorrow", "colour": "red"}),
+            now(),
+        )
+        .unwrap_err();
+        let mut got = fields(errors);
+        got.sort();
+        assert_eq!(
+            got,
+            ["colour", "max_attempts", "send_at", "subject", "text", "to"]
+        );
+    }
+
+    #[test]
+    fn email_needs_text_or_html_and_valid_addresses() {
+        let base = json!({"channel": "email", "to": "a@example.com", "subject": "Hi"});
+        assert_eq!(fields(validate(&base, now()).unwrap_err()), ["text"]);
+        let mut with_html = base.clone();
+        with_html["html"] = json!("<p>Hi</p>");
+        with_html["reply_to"] = json!("support@example.com");
+        assert!(validate(&with_html, now()).is_ok());
+        let mut bad_reply = with_html.clone();
+        bad_reply["reply_to"] = json!("Support <support@example.com>");
+        assert_eq!(
+            fields(validate(&bad_reply, now()).unwrap_err()),
+            ["reply_to"]
+        );
+    }
+
+    #[test]
+    fn lengths_are_counted_in_characters() {
+        let ok = "é".repeat(MAX_SMS_CHARS);
+        let body = json!({"channel": "sms", "to": "+15555550100", "message": ok});
+        assert!(validate(&body, now()).is_ok());
+        let long = "é".repeat(MAX_SMS_CHARS + 1);
+        let body = json!({"channel": "sms", "to": "+15555550100", "message": long});
+        assert_eq!(fields(validate(&body, now()).unwrap_err()), ["message"]);
+    }
+
+    #[test]
+    fn nul_characters_are_refused() {
+        let body = json!({"channel": "sms", "to": "+15555550100", "message": "a\u{0}b"});
+        assert_eq!(fields(validate(&body, now()).unwrap_err()), ["message"]);
+    }
+
+    #[test]
+    fn send_at_in_the_past_means_now_and_beyond_30_days_is_refused() {
+        let past = json!({"channel": "sms", "to": "+15555550100", "message": "x",
+                          "send_at": "2029-12-31T23:00:00Z"});
+        assert_eq!(validate(&past, now()).unwrap().send_at, now());
+        let later = json!({"channel": "sms", "to": "+15555550100", "message": "x",
+                           "send_at": "2030-01-02T01:00:00+01:00"});
+        assert_eq!(
+            validate(&later, now()).unwrap().send_at,
+            "2030-01-02T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        let too_far = json!({"channel": "sms", "to": "+15555550100", "message": "x",
+                             "send_at": "2030-02-01T00:00:01Z"});
+        assert_eq!(fields(validate(&too_far, now()).unwrap_err()), ["send_at"]);
+    }
+
+    #[test]
+    fn the_hash_ignores_spelling_but_not_values() {
+        let a = validate(
+            &json!({"channel": "sms", "to": "+15555550100", "message": "x",
+                    "send_at": "2030-01-02T01:00:00+01:00"}),
+            now(),
+        )
+        .unwrap();
+        let b = validate(
+            &json!({"send_at": "2030-01-02T00:00:00Z", "message": "x",
+                    "to": "+15555550100", "channel": "sms"}),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(a.request_hash, b.request_hash);
+        let c = validate(
+            &json!({"channel": "sms", "to": "+15555550100", "message": "y",
+                    "send_at": "2030-01-02T00:00:00Z"}),
+            now(),
+        )
+        .unwrap();
+        assert_ne!(a.request_hash, c.request_hash);
+    }
+
+    #[test]
+    fn non_objects_and_unknown_channels_are_refused() {
+        assert_eq!(fields(validate(&json!([1, 2]), now()).unwrap_err()), [""]);
+        assert_eq!(
+            fields(validate(&json!({"channel": "fax"}), now()).unwrap_err()),
+            ["channel"]
+        );
+    }
+}

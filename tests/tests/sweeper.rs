@@ -1,0 +1,247 @@
+//! The sweeper against a real PostgreSQL: stuck jobs are rescued, in-progress ones never.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use integration_tests::{insert_due_jobs, TestDb};
+use shared::store::{ClaimedJob, Completion, Decision, JobStore};
+use shared::sweeper::{run_once, SweeperConfig};
+use uuid::Uuid;
+
+fn sent(job: &ClaimedJob, message_id: &str) -> Completion {
+    let now = Utc::now();
+    Completion {
+        job_id: job.id,
+        claim_token: job.claim_token,
+        attempt: job.attempt,
+        channel: job.channel,
+        decision: Decision::Sent,
+        provider_message_id: Some(message_id.to_owned()),
+        error_code: None,
+        error_message: None,
+        started_at: now,
+        finished_at: now,
+    }
+}
+
+async fn status_of(client: &tokio_postgres::Client, id: Uuid) -> (String, i32) {
+    let row = client
+        .query_one(
+            "SELECT status::text, attempts FROM notification_jobs WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test]
+async fn only_jobs_past_the_window_are_swept() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    let ids = insert_due_jobs(&client, 4).await;
+    let claimed = store.claim(10).await.unwrap();
+    assert_eq!(claimed.len(), 4);
+    let (fresh, just_under, past, exhausted) = (ids[0], ids[1], ids[2], ids[3]);
+    let age = |id: Uuid, secs: f64| {
+        let client = &client;
+        async move {
+            client
+                .execute(
+                    "UPDATE notification_jobs SET claimed_at = now() - make_interval(secs => $2)
+                     WHERE id = $1",
+                    &[&id, &secs],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    age(fresh, 1.0).await;
+    age(just_under, 590.0).await;
+    age(past, 605.0).await;
+    age(exhausted, 3_600.0).await;
+    client
+        .execute(
+            "UPDATE notification_jobs SET attempts = max_attempts WHERE id = $1",
+            &[&exhausted],
+        )
+        .await
+        .unwrap();
+
+    let config = SweeperConfig::new(600, 120, 1_000).unwrap();
+    let summary = run_once(&store, &config).await.unwrap();
+    assert_eq!((summary.requeued, summary.dead), (1, 1));
+
+    assert_eq!(
+        status_of(&client, fresh).await.0,
+        "processing",
+        "in progress: untouched"
+    );
+    assert_eq!(
+        status_of(&client, just_under).await.0,
+        "processing",
+        "inside the window: untouched"
+    );
+    assert_eq!(
+        status_of(&client, past).await.0,
+        "failed",
+        "requeued for a retry"
+    );
+    assert_eq!(
+        status_of(&client, exhausted).await.0,
+        "dead",
+        "no attempts left"
+    );
+    let row = client
+        .query_one(
+            "SELECT claim_token IS NULL, next_attempt_at <= now(), last_error
+             FROM notification_jobs WHERE id = $1",
+            &[&past],
+        )
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0), "claim token cleared");
+    assert!(row.get::<_, bool>(1), "due again now");
+    assert!(row
+        .get::<_, &str>(2)
+        .starts_with("worker lost: processing since"));
+    let lost: Vec<(Uuid, String, i32)> = client
+        .query(
+            "SELECT job_id, outcome, attempt FROM notification_deliveries ORDER BY job_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(lost.len(), 2, "a lost row for each swept job: {lost:?}");
+    assert!(lost.iter().all(|(_, outcome, _)| outcome == "lost"));
+    let attempt_of = |id: Uuid| lost.iter().find(|(j, _, _)| *j == id).map(|(_, _, a)| *a);
+    assert_eq!(
+        attempt_of(past),
+        Some(1),
+        "the lost row names the lost attempt"
+    );
+    assert_eq!(attempt_of(exhausted), Some(5));
+
+    // the requeued job is claimable again, as attempt 2
+    let again = store.claim(10).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].id, again[0].attempt), (past, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_sweepers_at_once_sweep_each_job_exactly_once() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    insert_due_jobs(&client, 1_000).await;
+    client
+        .execute(
+            "UPDATE notification_jobs SET status = 'processing', attempts = 1,
+                    claim_token = gen_random_uuid(), claimed_at = now() - interval '1 hour'",
+            &[],
+        )
+        .await
+        .unwrap();
+    // small statements, so the two sweepers interleave
+    let config = SweeperConfig::new(600, 120, 50).unwrap();
+    let (a, b) = (db.store().await, db.store().await);
+    let (ca, cb) = (config.clone(), config.clone());
+    let (ra, rb) = tokio::join!(
+        tokio::spawn(async move { run_once(&a, &ca).await.unwrap() }),
+        tokio::spawn(async move { run_once(&b, &cb).await.unwrap() }),
+    );
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.requeued + rb.requeued, 1_000, "{ra:?} {rb:?}");
+    let row = client
+        .query_one(
+            "SELECT count(*), count(DISTINCT job_id) FROM notification_deliveries WHERE outcome = 'lost'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1_000, 1_000));
+    let left: i64 = client
+        .query_one(
+            "SELECT count(*) FROM notification_jobs WHERE status = 'processing'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}
+
+/// A worker claims and crashes; after the window the sweeper requeues; a second worker
+/// delivers; the first worker's late completion is fenced.
+#[tokio::test]
+async fn the_crash_story_ends_sent_with_a_lost_then_a_sent_attempt() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let ids = insert_due_jobs(&client, 1).await;
+    let (crashing, healthy) = (db.store().await, db.store().await);
+    // a short window, with a matching short worker timeout
+    let config = SweeperConfig::new(2, 1, 1_000).unwrap();
+
+    let lost_claim = crashing.claim(10).await.unwrap();
+    assert_eq!(lost_claim.len(), 1);
+    // ... and the first worker stops here without completing.
+
+    let early = run_once(&healthy, &config).await.unwrap();
+    assert_eq!(early.requeued, 0, "not swept inside the window");
+    assert!(healthy.claim(10).await.unwrap().is_empty(), "still held");
+
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let swept = run_once(&healthy, &config).await.unwrap();
+    assert_eq!(swept.requeued, 1);
+
+    let second = healthy.claim(10).await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].attempt, 2);
+    let report = healthy
+        .complete(&[sent(&second[0], "second")])
+        .await
+        .unwrap();
+    assert_eq!(report.applied, vec![ids[0]]);
+
+    // the first worker wakes up and reports its (late) success
+    let late = crashing
+        .complete(&[sent(&lost_claim[0], "first")])
+        .await
+        .unwrap();
+    assert_eq!(late.fenced, vec![ids[0]], "the late completion is fenced");
+
+    assert_eq!(status_of(&client, ids[0]).await, ("sent".to_owned(), 2));
+    let rows: Vec<(i32, String, Option<String>)> = client
+        .query(
+            "SELECT attempt, outcome, provider_message_id FROM notification_deliveries
+             WHERE job_id = $1 ORDER BY attempt",
+            &[&ids[0]],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            // the lost row keeps what the late worker learnt: the provider did accept it
+            (1, "lost".to_owned(), Some("first".to_owned())),
+            (2, "sent".to_owned(), Some("second".to_owned())),
+        ]
+    );
+}
+
+#[test]
+fn a_window_not_longer_than_the_worker_timeout_stops_the_sweeper_at_start() {
+    std::env::set_var("STUCK_AFTER_SECS", "100");
+    std::env::set_var("WORKER_TIMEOUT_SECS", "120");
+    let err = SweeperConfig::from_env().unwrap_err().to_string();
+    std::env::remove_var("STUCK_AFTER_SECS");
+    std::env::remove_var("WORKER_TIMEOUT_SECS");
+    assert!(err.contains("STUCK_AFTER_SECS=100"), "{err}");
+    assert!(err.contains("WORKER_TIMEOUT_SECS=120"), "{err}");
+}
