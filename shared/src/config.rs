@@ -48,7 +48,10 @@ where
         value: raw.clone(),
         reason,
     };
-    let value: T = raw.trim().parse().map_err(|e: T::Err| invalid(e.to_string()))?;
+    let value: T = raw
+        .trim()
+        .parse()
+        .map_err(|e: T::Err| invalid(e.to_string()))?;
     if !allowed.contains(&value) {
         return Err(invalid(format!(
             "must be between {} and {}",
@@ -61,7 +64,11 @@ where
 
 /// Parses a boolean flag (`true`/`false`, `1`/`0`, `yes`/`no`), `default` when unset.
 pub fn flag(name: &'static str, default: bool) -> Result<bool, ConfigError> {
-    match optional(name).as_deref().map(str::to_ascii_lowercase).as_deref() {
+    match optional(name)
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         None => Ok(default),
         Some("true" | "1" | "yes") => Ok(true),
         Some("false" | "0" | "no") => Ok(false),
