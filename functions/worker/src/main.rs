@@ -1,1 +1,50 @@
-fn main() {}
+//! The worker function: on a schedule (or any JSON event), claims due jobs and delivers them
+//! through SNS and SES v2, then answers with a summary of what it did.
+
+use std::sync::Arc;
+
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
+use shared::delivery::{aws_deliverer, Router};
+use shared::worker::{self, WorkerConfig};
+use shared::{db::DbConfig, error::report, startup, store::PgStore};
+
+struct Deps {
+    store: PgStore,
+    deliverer: Router,
+    config: WorkerConfig,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::config::init_tracing();
+    let deps = match cold_start().await {
+        Ok(deps) => Arc::new(deps),
+        Err(err) => startup::fail("worker", &report(err.as_ref())),
+    };
+    run(service_fn(move |event: LambdaEvent<Value>| {
+        let deps = deps.clone();
+        async move { handle(event, &deps).await }
+    }))
+    .await
+}
+
+/// The event's content is ignored: an EventBridge schedule, or `{}` from `cargo lambda invoke`.
+async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Error> {
+    // only a store error fails the invocation; delivery failures are in the summary
+    let summary = worker::handle(event, &deps.store, &deps.deliverer, &deps.config).await?;
+    Ok(serde_json::to_value(summary)?)
+}
+
+async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
+    let config = WorkerConfig::from_env()?;
+    let db = DbConfig::from_env()?;
+    startup::migrate_if_enabled(&db).await?;
+    let store = PgStore::connect(db).await?;
+    let deliverer = aws_deliverer(&config.delivery).await;
+    Ok(Deps {
+        store,
+        deliverer,
+        config,
+    })
+}

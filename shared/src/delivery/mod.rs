@@ -1,0 +1,325 @@
+//! The delivery port ([`Deliverer`]), its SNS and SES v2 adapters, and the rules about
+//! provider errors.
+//!
+//! - [`classify`]: the one table sorting provider error codes into permanent, transient and
+//!   account trouble.
+//! - [`aws`]: [`SnsSms`] and [`SesEmail`], built once at cold start from aws-config's defaults
+//!   (so `AWS_ENDPOINT_URL` points them at a local stand-in).
+//! - [`Router`]: the deliverer the worker uses, sending each job to its channel's adapter.
+
+pub mod aws;
+pub mod classify;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::domain::Channel;
+use crate::store::ClaimedJob;
+
+pub use aws::{aws_deliverer, SesEmail, SnsSms};
+pub use classify::{classify, ErrorClass};
+
+/// The code of a payload the worker cannot read (a permanent error: no retry can fix it).
+pub const INVALID_PAYLOAD: &str = "InvalidPayload";
+/// The code of a provider call that did not answer within `PROVIDER_TIMEOUT_MS`.
+pub const TIMEOUT: &str = "Timeout";
+/// The code of a delivery that panicked inside the worker.
+pub const WORKER_PANIC: &str = "WorkerPanic";
+
+/// Longest error message kept in a delivery row.
+const MAX_MESSAGE_CHARS: usize = 1000;
+
+/// Why one delivery attempt failed: a provider error code (or one of the worker's own, such
+/// as [`TIMEOUT`]) that [`classify`] sorts, a message for the delivery row, and the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DeliveryError {
+    pub code: String,
+    pub message: String,
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl DeliveryError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn with_source(
+        code: impl Into<String>,
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// The provider call took longer than `timeout`.
+    pub fn timeout(timeout: std::time::Duration) -> Self {
+        Self::new(
+            TIMEOUT,
+            format!(
+                "no answer from the provider within {} ms",
+                timeout.as_millis()
+            ),
+        )
+    }
+
+    /// The class of this error's code.
+    pub fn class(&self) -> ErrorClass {
+        classify(&self.code)
+    }
+
+    /// The message and its whole cause chain on one line, bounded, for the delivery row.
+    pub fn detail(&self) -> String {
+        let line = crate::error::report(self);
+        match line.char_indices().nth(MAX_MESSAGE_CHARS) {
+            Some((cut, _)) => format!("{}…", &line[..cut]),
+            None => line,
+        }
+    }
+}
+
+/// Delivers one claimed job; returns the provider's message id.
+#[async_trait]
+pub trait Deliverer: Send + Sync {
+    async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError>;
+}
+
+/// What an SMS job's payload holds (written by ingest). Unknown fields are ignored.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SmsPayload {
+    pub to: String,
+    pub message: String,
+}
+
+/// What an email job's payload holds (written by ingest): text or html, or both.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct EmailPayload {
+    pub to: String,
+    pub subject: String,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub html: Option<String>,
+    #[serde(default)]
+    pub reply_to: Option<String>,
+}
+
+impl SmsPayload {
+    pub fn parse(payload: &serde_json::Value) -> Result<Self, DeliveryError> {
+        parse_payload(payload, "sms")
+    }
+}
+
+impl EmailPayload {
+    pub fn parse(payload: &serde_json::Value) -> Result<Self, DeliveryError> {
+        let email: Self = parse_payload(payload, "email")?;
+        if email.text.is_none() && email.html.is_none() {
+            return Err(DeliveryError::new(
+                INVALID_PAYLOAD,
+                "the email payload has neither text nor html",
+            ));
+        }
+        Ok(email)
+    }
+}
+
+fn parse_payload<T: serde::de::DeserializeOwned>(
+    payload: &serde_json::Value,
+    channel: &str,
+) -> Result<T, DeliveryError> {
+    T::deserialize(payload).map_err(|err| {
+        DeliveryError::with_source(
+            INVALID_PAYLOAD,
+            format!("the job's payload is not a valid {channel} payload"),
+            err,
+        )
+    })
+}
+
+/// The deliverer the worker uses: each job goes to its channel's adapter.
+pub struct Router {
+    sms: Box<dyn Deliverer>,
+    email: Box<dyn Deliverer>,
+}
+
+impl Router {
+    pub fn new(sms: Box<dyn Deliverer>, email: Box<dyn Deliverer>) -> Self {
+        Self { sms, email }
+    }
+}
+
+#[async_trait]
+impl Deliverer for Router {
+    async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
+        match job.channel {
+            Channel::Sms => self.sms.deliver(job).await,
+            Channel::Email => self.email.deliver(job).await,
+        }
+    }
+}
+
+/// Where the adapters send from: `EMAIL_FROM` (required), `SES_CONFIGURATION_SET` and
+/// `SMS_SENDER_ID` (optional).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryConfig {
+    pub email_from: String,
+    pub ses_configuration_set: Option<String>,
+    pub sms_sender_id: Option<String>,
+}
+
+impl DeliveryConfig {
+    pub fn new(email_from: impl Into<String>) -> Self {
+        Self {
+            email_from: email_from.into(),
+            ses_configuration_set: None,
+            sms_sender_id: None,
+        }
+    }
+
+    pub fn from_env() -> Result<Self, crate::config::ConfigError> {
+        use crate::config::{optional, required, ConfigError};
+        let email_from = required(
+            "EMAIL_FROM",
+            "the sender address of every email (an SES-verified identity, e.g. \
+             noreply@example.com); the worker does not start without it",
+        )?;
+        if !is_sender_address(&email_from) {
+            return Err(ConfigError::Invalid {
+                name: "EMAIL_FROM",
+                value: email_from,
+                reason: "expected an email address, e.g. noreply@example.com or \
+                         \"Example <noreply@example.com>\""
+                    .into(),
+            });
+        }
+        let sms_sender_id = optional("SMS_SENDER_ID");
+        if let Some(id) = &sms_sender_id {
+            let valid = (1..=11).contains(&id.len())
+                && id.chars().all(|c| c.is_ascii_alphanumeric())
+                && id.chars().any(|c| c.is_ascii_alphabetic());
+            if !valid {
+                return Err(ConfigError::Invalid {
+                    name: "SMS_SENDER_ID",
+                    value: id.clone(),
+                    reason: "expected 1 to 11 letters and digits, at least one letter".into(),
+                });
+            }
+        }
+        Ok(Self {
+            email_from,
+            ses_configuration_set: optional("SES_CONFIGURATION_SET"),
+            sms_sender_id,
+        })
+    }
+}
+
+/// `a@example.com` or `Name <a@example.com>`.
+fn is_sender_address(value: &str) -> bool {
+    let value = value.trim();
+    let address = match (value.rfind('<'), value.strip_suffix('>')) {
+        (Some(open), Some(inner)) => &inner[open + 1..],
+        _ => value,
+    };
+    email_address::EmailAddress::is_valid(address)
+}
+
+/// A recipient fit for a log line: `+1555***0100`, `a***@example.com`.
+pub fn mask_recipient(to: &str) -> String {
+    let to = to.trim();
+    if let Some((local, domain)) = to.rsplit_once('@') {
+        let first: String = local.chars().take(1).collect();
+        return format!("{first}***@{domain}");
+    }
+    let chars: Vec<char> = to.chars().collect();
+    if chars.len() >= 9 {
+        let head: String = chars[..5].iter().collect();
+        let tail: String = chars[chars.len() - 4..].iter().collect();
+        format!("{head}***{tail}")
+    } else {
+        let head: String = chars.iter().take(2).collect();
+        format!("{head}***")
+    }
+}
+
+/// The recipient of a job, masked for logs (`"?"` when the payload has none).
+pub fn masked_recipient_of(job: &ClaimedJob) -> String {
+    job.payload
+        .get("to")
+        .and_then(|v| v.as_str())
+        .map(mask_recipient)
+        .unwrap_or_else(|| "?".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn recipients_are_masked() {
+        assert_eq!(mask_recipient("+15555550100"), "+1555***0100");
+        assert_eq!(mask_recipient("alice@example.com"), "a***@example.com");
+        assert_eq!(mask_recipient("@example.com"), "***@example.com");
+        assert_eq!(mask_recipient("+1234"), "+1***");
+        assert_eq!(mask_recipient(""), "***");
+        // never panics on multi-byte characters
+        assert_eq!(mask_recipient("ééééééééééé"), "ééééé***éééé");
+        assert!(!mask_recipient("+15555550100").contains("5550100"));
+    }
+
+    #[test]
+    fn payloads_parse_and_ignore_unknown_fields() {
+        let sms =
+            SmsPayload::parse(&json!({"to": "+15555550100", "message": "hi", "x": 1})).unwrap();
+        assert_eq!(sms.to, "+15555550100");
+        let email = EmailPayload::parse(&json!({
+            "to": "a@example.com", "subject": "s", "html": "<b>h</b>", "reply_to": "r@example.com"
+        }))
+        .unwrap();
+        assert_eq!(email.text, None);
+        assert_eq!(email.reply_to.as_deref(), Some("r@example.com"));
+    }
+
+    #[test]
+    fn unreadable_payloads_are_permanent_errors() {
+        for (payload, email) in [
+            (json!({"to": "+15555550100"}), false),
+            (json!("not an object"), false),
+            (json!({"to": "a@example.com", "subject": "s"}), true),
+            (json!({"to": 5, "subject": "s", "text": "t"}), true),
+        ] {
+            let err = if email {
+                EmailPayload::parse(&payload).unwrap_err()
+            } else {
+                SmsPayload::parse(&payload).unwrap_err()
+            };
+            assert_eq!(err.code, INVALID_PAYLOAD, "{payload}");
+            assert_eq!(err.class(), ErrorClass::Permanent);
+        }
+    }
+
+    #[test]
+    fn detail_keeps_the_chain_and_is_bounded() {
+        let err = DeliveryError::with_source("X", "outer", std::io::Error::other("root"));
+        assert_eq!(err.detail(), "outer: root");
+        let long = DeliveryError::new("X", "é".repeat(5000));
+        assert_eq!(long.detail().chars().count(), MAX_MESSAGE_CHARS + 1);
+    }
+
+    #[test]
+    fn sender_addresses() {
+        assert!(is_sender_address("noreply@example.com"));
+        assert!(is_sender_address("Example <noreply@example.com>"));
+        assert!(!is_sender_address("noreply"));
+        assert!(!is_sender_address("Example <noreply>"));
+    }
+}

@@ -1,0 +1,462 @@
+//! The worker: claim a batch of due jobs, deliver them concurrently, complete the batch in
+//! one transaction, repeat until nothing is due or the invocation's time is nearly up.
+//!
+//! No transaction is open during delivery: the claim commits first, and every attempt's
+//! result is written afterwards, conditioned on its claim token (a job swept and claimed
+//! again meanwhile is left alone; the attempt is still recorded).
+
+mod decide;
+mod metrics;
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use chrono::Utc;
+use futures::{FutureExt, StreamExt};
+use serde::Serialize;
+
+use crate::config::{parse_or, ConfigError};
+use crate::delivery::{
+    masked_recipient_of, Deliverer, DeliveryConfig, DeliveryError, ErrorClass, WORKER_PANIC,
+};
+use crate::store::{ClaimedJob, Completion, Decision, JobStore, StoreError};
+
+pub use decide::{backoff, backoff_step, decide, BASE_BACKOFF, MAX_BACKOFF};
+pub use metrics::{dead_jobs_metric, METRIC_NAMESPACE, SERVICE};
+
+/// Time kept free before the deadline besides the provider calls: claiming, completing and
+/// answering Lambda.
+pub const SAFETY_MARGIN: Duration = Duration::from_secs(3);
+/// How often an empty queue is polled when `WORKER_POLL_SECS` is set.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// The time budget assumed when the invocation carries no deadline (a bare local run).
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(60);
+
+/// The worker's settings, from the environment at cold start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Jobs claimed at once (`WORKER_BATCH_SIZE`, default 100).
+    pub batch_size: u32,
+    /// Deliveries in flight at once (`WORKER_CONCURRENCY`, default 16).
+    pub concurrency: usize,
+    /// Each provider call's time limit (`PROVIDER_TIMEOUT_MS`, default 10000).
+    pub provider_timeout: Duration,
+    /// With an empty queue, keep polling until this long before the deadline
+    /// (`WORKER_POLL_SECS`, default 0: stop at once).
+    pub poll: Duration,
+    /// Sender settings for the adapters.
+    pub delivery: DeliveryConfig,
+}
+
+impl WorkerConfig {
+    /// The defaults, with the given sender settings.
+    pub fn new(delivery: DeliveryConfig) -> Self {
+        Self {
+            batch_size: 100,
+            concurrency: 16,
+            provider_timeout: Duration::from_millis(10_000),
+            poll: Duration::ZERO,
+            delivery,
+        }
+    }
+
+    /// Reads and checks `WORKER_BATCH_SIZE`, `WORKER_CONCURRENCY`, `PROVIDER_TIMEOUT_MS`,
+    /// `WORKER_POLL_SECS`, `EMAIL_FROM` (required), `SES_CONFIGURATION_SET`, `SMS_SENDER_ID`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let delivery = DeliveryConfig::from_env()?;
+        Ok(Self {
+            batch_size: parse_or("WORKER_BATCH_SIZE", 100u32, 1..=1000)?,
+            concurrency: parse_or("WORKER_CONCURRENCY", 16usize, 1..=256)?,
+            provider_timeout: Duration::from_millis(parse_or(
+                "PROVIDER_TIMEOUT_MS",
+                10_000u64,
+                100..=60_000,
+            )?),
+            poll: Duration::from_secs(parse_or("WORKER_POLL_SECS", 0u64, 0..=900)?),
+            delivery,
+        })
+    }
+}
+
+/// What one invocation did. `claimed = sent + retried + dead + fenced`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerSummary {
+    pub claimed: u64,
+    pub sent: u64,
+    pub retried: u64,
+    pub dead: u64,
+    /// Attempts whose job had been swept and claimed again: recorded, state left alone.
+    pub fenced: u64,
+    /// Non-empty batches.
+    pub batches: u64,
+    pub elapsed_ms: u64,
+}
+
+/// The invocation's deadline from Lambda's `context.deadline` (ms since the epoch);
+/// 0 (no deadline, as in a hand-built context) means [`DEFAULT_BUDGET`] from now.
+pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
+    let now = Instant::now();
+    if deadline_ms == 0 {
+        return now + DEFAULT_BUDGET;
+    }
+    let deadline = UNIX_EPOCH + Duration::from_millis(deadline_ms);
+    match deadline.duration_since(SystemTime::now()) {
+        Ok(remaining) => now + remaining,
+        Err(_) => now, // already past: do nothing
+    }
+}
+
+/// How many jobs a batch may claim with `remaining` time left, or `None` when no batch may
+/// start. A batch of n jobs, c in flight, each call at most T, ends within ⌈n/c⌉·T; so the
+/// batch holds at most as many "waves" of `concurrency` calls as fit before the deadline
+/// less [`SAFETY_MARGIN`].
+pub fn batch_size_for(cfg: &WorkerConfig, remaining: Duration) -> Option<u32> {
+    let usable = remaining.checked_sub(SAFETY_MARGIN)?;
+    let timeout_ms = cfg.provider_timeout.as_millis().max(1);
+    let waves = usable.as_millis() / timeout_ms;
+    if waves == 0 {
+        return None;
+    }
+    let fits = waves.saturating_mul(cfg.concurrency.max(1) as u128);
+    Some(fits.min(u128::from(cfg.batch_size)).max(1) as u32)
+}
+
+/// Runs the claim → deliver → complete loop until nothing is due (and, with
+/// `WORKER_POLL_SECS`, until that long before `deadline`) or no batch can finish before
+/// `deadline`. Delivery failures are recorded, not returned: only a store error fails the
+/// invocation (its claimed jobs are then left for the sweeper).
+pub async fn run(
+    store: &dyn JobStore,
+    deliverer: &dyn Deliverer,
+    cfg: &WorkerConfig,
+    deadline: Instant,
+) -> Result<WorkerSummary, StoreError> {
+    let started = Instant::now();
+    let poll_until = deadline.checked_sub(cfg.poll).unwrap_or(started);
+    let mut summary = WorkerSummary::default();
+    loop {
+        let Some(size) = batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
+        else {
+            tracing::info!("too little time left for another batch; stopping");
+            break;
+        };
+        let batch = store.claim(size).await?;
+        if batch.is_empty() {
+            let now = Instant::now();
+            if cfg.poll.is_zero() || now >= poll_until {
+                break;
+            }
+            tokio::time::sleep(POLL_INTERVAL.min(poll_until - now)).await;
+            continue;
+        }
+        let batch_started = Instant::now();
+        let counts = run_batch(store, deliverer, cfg, batch).await?;
+        tracing::info!(
+            claimed = counts.claimed,
+            sent = counts.sent,
+            retried = counts.retried,
+            dead = counts.dead,
+            fenced = counts.fenced,
+            elapsed_ms = batch_started.elapsed().as_millis() as u64,
+            "batch completed"
+        );
+        summary.claimed += counts.claimed;
+        summary.sent += counts.sent;
+        summary.retried += counts.retried;
+        summary.dead += counts.dead;
+        summary.fenced += counts.fenced;
+        summary.batches += 1;
+    }
+    summary.elapsed_ms = started.elapsed().as_millis() as u64;
+    // one Embedded Metric Format line per invocation, on stdout where CloudWatch reads it
+    println!(
+        "{}",
+        dead_jobs_metric(summary.dead, Utc::now().timestamp_millis())
+    );
+    Ok(summary)
+}
+
+/// The function's handler: any JSON event (its content is ignored), the deadline from its
+/// Lambda context, then [`run`].
+pub async fn handle(
+    event: lambda_runtime::LambdaEvent<serde_json::Value>,
+    store: &dyn JobStore,
+    deliverer: &dyn Deliverer,
+    cfg: &WorkerConfig,
+) -> Result<WorkerSummary, StoreError> {
+    run(
+        store,
+        deliverer,
+        cfg,
+        deadline_from_epoch_ms(event.context.deadline),
+    )
+    .await
+}
+
+/// One attempt's result and when it ran.
+struct Attempt {
+    started_at: chrono::DateTime<Utc>,
+    finished_at: chrono::DateTime<Utc>,
+    result: Result<String, DeliveryError>,
+}
+
+/// Delivers one job within the provider timeout; a panic becomes a transient error.
+async fn attempt(
+    index: usize,
+    deliverer: &dyn Deliverer,
+    job: &ClaimedJob,
+    timeout: Duration,
+) -> (usize, Attempt) {
+    let started_at = Utc::now();
+    let call = AssertUnwindSafe(deliverer.deliver(job)).catch_unwind();
+    let result = match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            Err(DeliveryError::new(
+                WORKER_PANIC,
+                format!("the delivery panicked: {what}"),
+            ))
+        }
+        Err(_) => Err(DeliveryError::timeout(timeout)),
+    };
+    let attempt = Attempt {
+        started_at,
+        finished_at: Utc::now(),
+        result,
+    };
+    (index, attempt)
+}
+
+#[derive(Default)]
+struct BatchCounts {
+    claimed: u64,
+    sent: u64,
+    retried: u64,
+    dead: u64,
+    fenced: u64,
+}
+
+async fn run_batch(
+    store: &dyn JobStore,
+    deliverer: &dyn Deliverer,
+    cfg: &WorkerConfig,
+    batch: Vec<ClaimedJob>,
+) -> Result<BatchCounts, StoreError> {
+    // collected first: a lazy iterator's closure in the stream would trip the compiler's
+    // Send inference ("FnOnce is not general enough") for callers that spawn the loop
+    let calls: Vec<_> = batch
+        .iter()
+        .enumerate()
+        .map(|(i, job)| attempt(i, deliverer, job, cfg.provider_timeout))
+        .collect();
+    let attempts: Vec<(usize, Attempt)> = futures::stream::iter(calls)
+        .buffer_unordered(cfg.concurrency.max(1))
+        .collect()
+        .await;
+    let completions = completions(&batch, attempts);
+    let report = store.complete(&completions).await?;
+
+    let mut counts = BatchCounts {
+        claimed: batch.len() as u64,
+        fenced: report.fenced.len() as u64,
+        ..BatchCounts::default()
+    };
+    let applied: std::collections::HashSet<_> = report.applied.iter().collect();
+    for c in completions.iter().filter(|c| applied.contains(&c.job_id)) {
+        match c.decision {
+            Decision::Sent => counts.sent += 1,
+            Decision::Retry { .. } => counts.retried += 1,
+            Decision::Dead => counts.dead += 1,
+        }
+    }
+    for id in &report.fenced {
+        tracing::warn!(job_id = %id, "job was swept and claimed again during delivery; attempt recorded, state left alone");
+    }
+    Ok(counts)
+}
+
+/// Decides each attempt and logs the ones a person may need to see (never a message body;
+/// recipients masked).
+fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Completion> {
+    let mut rng = rand::rng();
+    let now = Utc::now();
+    attempts
+        .into_iter()
+        .filter_map(|(i, attempt)| {
+            let job = batch.get(i)?;
+            let decision = decide(
+                job.attempt,
+                job.max_attempts,
+                &attempt.result,
+                now,
+                &mut rng,
+            );
+            let (provider_message_id, error_code, error_message) = match &attempt.result {
+                Ok(id) => (Some(id.clone()), None, None),
+                Err(err) => (None, Some(err.code.clone()), Some(err.detail())),
+            };
+            if let Err(err) = &attempt.result {
+                log_failure(job, err, decision);
+            }
+            Some(Completion {
+                job_id: job.id,
+                claim_token: job.claim_token,
+                attempt: job.attempt,
+                channel: job.channel,
+                decision,
+                provider_message_id,
+                error_code,
+                error_message,
+                started_at: attempt.started_at,
+                finished_at: attempt.finished_at,
+            })
+        })
+        .collect()
+}
+
+fn log_failure(job: &ClaimedJob, err: &DeliveryError, decision: Decision) {
+    let to = masked_recipient_of(job);
+    let class = err.class();
+    if class == ErrorClass::Account {
+        tracing::error!(
+            job_id = %job.id, channel = job.channel.as_str(), to, attempt = job.attempt,
+            code = err.code, decision = decision.as_str(),
+            "the provider refused the account or its configuration; a person must act \
+             (jobs are kept and retried every 30 minutes)"
+        );
+    } else if decision == Decision::Dead {
+        tracing::warn!(
+            job_id = %job.id, channel = job.channel.as_str(), to, attempt = job.attempt,
+            max_attempts = job.max_attempts, code = err.code, ?class,
+            "delivery failed; job is dead"
+        );
+    } else {
+        tracing::info!(
+            job_id = %job.id, channel = job.channel.as_str(), to, attempt = job.attempt,
+            code = err.code, "delivery failed; will retry"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(batch: u32, concurrency: usize, timeout_ms: u64) -> WorkerConfig {
+        WorkerConfig {
+            batch_size: batch,
+            concurrency,
+            provider_timeout: Duration::from_millis(timeout_ms),
+            ..WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
+        }
+    }
+
+    /// Callers spawn the loop (tests run several at once): its future must be Send.
+    #[allow(dead_code)]
+    fn run_is_send(store: &dyn JobStore, deliverer: &dyn Deliverer, cfg: &WorkerConfig) {
+        fn send<T: Send>(_: T) {}
+        send(run(store, deliverer, cfg, Instant::now()));
+    }
+
+    #[test]
+    fn batches_only_start_when_they_can_finish() {
+        let c = cfg(100, 16, 10_000);
+        let secs = Duration::from_secs;
+        assert_eq!(batch_size_for(&c, secs(900)), Some(100));
+        assert_eq!(batch_size_for(&c, secs(3 + 70)), Some(100), "7 waves of 16");
+        assert_eq!(batch_size_for(&c, secs(3 + 69)), Some(96), "6 waves of 16");
+        assert_eq!(batch_size_for(&c, secs(3 + 10)), Some(16));
+        assert_eq!(batch_size_for(&c, secs(3 + 9)), None);
+        assert_eq!(batch_size_for(&c, secs(2)), None);
+        assert_eq!(batch_size_for(&c, Duration::ZERO), None);
+        assert_eq!(batch_size_for(&cfg(5, 16, 10_000), secs(60)), Some(5));
+    }
+
+    #[test]
+    fn deadline_from_the_lambda_context() {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let in_a_minute = deadline_from_epoch_ms(now_ms + 60_000);
+        let left = in_a_minute.saturating_duration_since(Instant::now());
+        assert!(left > Duration::from_secs(58) && left <= Duration::from_secs(60));
+        let past = deadline_from_epoch_ms(now_ms - 1_000);
+        assert!(past <= Instant::now());
+        let unset = deadline_from_epoch_ms(0).saturating_duration_since(Instant::now());
+        assert!(unset > Duration::from_secs(58));
+    }
+
+    #[test]
+    fn config_from_env() {
+        // the only test touching these variables
+        for name in [
+            "EMAIL_FROM",
+            "WORKER_BATCH_SIZE",
+            "WORKER_CONCURRENCY",
+            "PROVIDER_TIMEOUT_MS",
+            "WORKER_POLL_SECS",
+            "SMS_SENDER_ID",
+            "SES_CONFIGURATION_SET",
+        ] {
+            std::env::remove_var(name);
+        }
+        let err = WorkerConfig::from_env().unwrap_err().to_string();
+        assert!(err.starts_with("EMAIL_FROM is required"), "{err}");
+
+        std::env::set_var("EMAIL_FROM", "noreply@example.com");
+        let c = WorkerConfig::from_env().unwrap();
+        assert_eq!(
+            c,
+            WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
+        );
+
+        std::env::set_var("WORKER_BATCH_SIZE", "25");
+        std::env::set_var("WORKER_CONCURRENCY", "4");
+        std::env::set_var("PROVIDER_TIMEOUT_MS", "2500");
+        std::env::set_var("WORKER_POLL_SECS", "10");
+        std::env::set_var("SMS_SENDER_ID", "Acme");
+        std::env::set_var("SES_CONFIGURATION_SET", "transactional");
+        let c = WorkerConfig::from_env().unwrap();
+        assert_eq!(c.batch_size, 25);
+        assert_eq!(c.concurrency, 4);
+        assert_eq!(c.provider_timeout, Duration::from_millis(2500));
+        assert_eq!(c.poll, Duration::from_secs(10));
+        assert_eq!(c.delivery.sms_sender_id.as_deref(), Some("Acme"));
+        assert_eq!(
+            c.delivery.ses_configuration_set.as_deref(),
+            Some("transactional")
+        );
+
+        std::env::set_var("WORKER_CONCURRENCY", "0");
+        let err = WorkerConfig::from_env().unwrap_err().to_string();
+        assert!(err.contains("WORKER_CONCURRENCY"), "{err}");
+        std::env::set_var("WORKER_CONCURRENCY", "4");
+        std::env::set_var("SMS_SENDER_ID", "not a sender id");
+        assert!(WorkerConfig::from_env()
+            .unwrap_err()
+            .to_string()
+            .contains("SMS_SENDER_ID"));
+        std::env::remove_var("SMS_SENDER_ID");
+        std::env::set_var("EMAIL_FROM", "noreply");
+        assert!(WorkerConfig::from_env()
+            .unwrap_err()
+            .to_string()
+            .starts_with("EMAIL_FROM=\"noreply\" is invalid"));
+        for name in [
+            "EMAIL_FROM",
+            "WORKER_BATCH_SIZE",
+            "WORKER_CONCURRENCY",
+            "PROVIDER_TIMEOUT_MS",
+            "WORKER_POLL_SECS",
+            "SES_CONFIGURATION_SET",
+        ] {
+            std::env::remove_var(name);
+        }
+    }
+}

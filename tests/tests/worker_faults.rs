@@ -1,0 +1,515 @@
+//! The worker loop with an in-process fake delivery port (fault injection) over a real
+//! PostgreSQL: retries and backoff, dead jobs, timeouts, fencing, panics, deadlines, polling.
+//!
+//! Each job's payload carries a `script`: what the fake does on attempt 1, 2, … (the last
+//! entry repeats): `"ok"`, `"hang"`, `"slow"` (700 ms, then ok), `"panic"`, `"fence"` (the job
+//! is swept and claimed again during the call, then ok), or an error code to fail with.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use integration_tests::stand_in::insert_jobs;
+use integration_tests::TestDb;
+use serde_json::{json, Value};
+use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
+use shared::domain::Channel;
+use shared::store::ClaimedJob;
+use shared::worker::{self, WorkerConfig, WorkerSummary};
+use tokio_postgres::Client;
+use uuid::Uuid;
+
+struct Fake {
+    /// Used by `"fence"` to play the sweeper and a second worker.
+    db: Client,
+    calls: AtomicU64,
+}
+
+#[async_trait]
+impl Deliverer for Fake {
+    async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let script = job.payload["script"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let step = script
+            .get(job.attempt as usize - 1)
+            .or(script.last())
+            .and_then(Value::as_str)
+            .unwrap_or("ok")
+            .to_owned();
+        match step.as_str() {
+            "ok" => {}
+            "hang" => tokio::time::sleep(Duration::from_secs(3600)).await,
+            "slow" => tokio::time::sleep(Duration::from_millis(700)).await,
+            "panic" => panic!("injected panic"),
+            "fence" => {
+                self.db
+                    .execute(
+                        "UPDATE notification_jobs
+                         SET claim_token = gen_random_uuid(), claimed_at = now()
+                         WHERE id = $1",
+                        &[&job.id],
+                    )
+                    .await
+                    .unwrap();
+            }
+            code => return Err(DeliveryError::new(code, format!("injected {code}"))),
+        }
+        Ok(format!("fake-{}-{}", job.id, job.attempt))
+    }
+}
+
+async fn fake(db: &TestDb) -> Fake {
+    Fake {
+        db: db.client().await,
+        calls: AtomicU64::new(0),
+    }
+}
+
+fn config() -> WorkerConfig {
+    WorkerConfig {
+        batch_size: 10,
+        concurrency: 4,
+        provider_timeout: Duration::from_secs(2),
+        ..WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
+    }
+}
+
+fn in_a_minute() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+fn scripted(script: &[&str]) -> (Channel, Value) {
+    (
+        Channel::Sms,
+        json!({"to": "+15555550100", "message": "hi", "script": script}),
+    )
+}
+
+#[derive(Debug)]
+struct JobRow {
+    status: String,
+    attempts: i32,
+    next_attempt_at: DateTime<Utc>,
+    claim_token: Option<Uuid>,
+    last_error: Option<String>,
+}
+
+async fn job(client: &Client, id: Uuid) -> JobRow {
+    let row = client
+        .query_one(
+            "SELECT status::text, attempts, next_attempt_at, claim_token, last_error
+             FROM notification_jobs WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    JobRow {
+        status: row.get(0),
+        attempts: row.get(1),
+        next_attempt_at: row.get(2),
+        claim_token: row.get(3),
+        last_error: row.get(4),
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct Delivery {
+    attempt: i32,
+    outcome: String,
+    error_code: Option<String>,
+    provider_message_id: Option<String>,
+    fenced: bool,
+}
+
+async fn deliveries(client: &Client, id: Uuid) -> Vec<Delivery> {
+    client
+        .query(
+            "SELECT attempt, outcome, error_code, provider_message_id, fenced
+             FROM notification_deliveries WHERE job_id = $1 ORDER BY attempt",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| Delivery {
+            attempt: r.get(0),
+            outcome: r.get(1),
+            error_code: r.get(2),
+            provider_message_id: r.get(3),
+            fenced: r.get(4),
+        })
+        .collect()
+}
+
+async fn make_due(client: &Client, id: Uuid) {
+    client
+        .execute(
+            "UPDATE notification_jobs SET next_attempt_at = now() - interval '1 second'
+             WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+}
+
+async fn run(db: &TestDb, deliverer: &Fake, cfg: &WorkerConfig) -> WorkerSummary {
+    let store = db.store().await;
+    worker::run(&store, deliverer, cfg, in_a_minute())
+        .await
+        .expect("the worker run succeeds")
+}
+
+#[tokio::test]
+async fn transient_then_success_is_sent_on_attempt_two_after_the_backoff() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let id = insert_jobs(&client, &[scripted(&["Throttling", "ok"])], 5).await[0].0;
+
+    let before = Utc::now();
+    let first = run(&db, &fake, &config()).await;
+    let after = Utc::now();
+    assert_eq!(
+        (first.claimed, first.retried, first.sent),
+        (1, 1, 0),
+        "{first:?}"
+    );
+    let row = job(&client, id).await;
+    assert_eq!(row.status, "failed");
+    assert_eq!(
+        row.last_error.as_deref(),
+        Some("Throttling: injected Throttling")
+    );
+    // attempt 1: a one-minute step, jittered over [30 s, 60 s]
+    assert!(
+        row.next_attempt_at >= before + chrono::Duration::seconds(30)
+            && row.next_attempt_at <= after + chrono::Duration::seconds(60),
+        "next attempt at {} (run between {before} and {after})",
+        row.next_attempt_at
+    );
+
+    let early = run(&db, &fake, &config()).await;
+    assert_eq!(early.claimed, 0, "not due before its backoff ends");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
+
+    make_due(&client, id).await;
+    let second = run(&db, &fake, &config()).await;
+    assert_eq!((second.claimed, second.sent), (1, 1), "{second:?}");
+    let row = job(&client, id).await;
+    assert_eq!((row.status.as_str(), row.attempts), ("sent", 2));
+    assert_eq!(row.last_error, None);
+    let rows = deliveries(&client, id).await;
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].outcome, "retry");
+    assert_eq!(rows[0].error_code.as_deref(), Some("Throttling"));
+    assert_eq!(rows[0].provider_message_id, None);
+    assert_eq!(rows[1].outcome, "sent");
+    assert_eq!(rows[1].provider_message_id, Some(format!("fake-{id}-2")));
+}
+
+#[tokio::test]
+async fn permanent_error_is_dead_after_one_attempt() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let id = insert_jobs(&client, &[scripted(&["InvalidParameter", "ok"])], 5).await[0].0;
+
+    let summary = run(&db, &fake, &config()).await;
+    assert_eq!((summary.claimed, summary.dead), (1, 1), "{summary:?}");
+    let row = job(&client, id).await;
+    assert_eq!((row.status.as_str(), row.attempts), ("dead", 1));
+    let rows = deliveries(&client, id).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].outcome, "dead");
+    assert_eq!(rows[0].error_code.as_deref(), Some("InvalidParameter"));
+
+    make_due(&client, id).await;
+    assert_eq!(run(&db, &fake, &config()).await.claimed, 0, "dead is final");
+}
+
+#[tokio::test]
+async fn always_transient_is_dead_after_exactly_max_attempts() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let max_attempts = 4;
+    let id = insert_jobs(&client, &[scripted(&["InternalError"])], max_attempts).await[0].0;
+
+    let mut runs = 0;
+    loop {
+        let summary = run(&db, &fake, &config()).await;
+        if summary.claimed == 0 {
+            break;
+        }
+        runs += 1;
+        assert!(runs <= 10, "the job never ends");
+        make_due(&client, id).await;
+    }
+    assert_eq!(runs, max_attempts);
+    assert_eq!(fake.calls.load(Ordering::SeqCst), max_attempts as u64);
+    let row = job(&client, id).await;
+    assert_eq!((row.status.as_str(), row.attempts), ("dead", max_attempts));
+    let rows = deliveries(&client, id).await;
+    assert_eq!(
+        rows.len(),
+        max_attempts as usize,
+        "one delivery row per attempt"
+    );
+    assert_eq!(
+        rows.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        (1..=max_attempts).collect::<Vec<_>>()
+    );
+    assert!(rows[..3].iter().all(|r| r.outcome == "retry"));
+    assert_eq!(rows[3].outcome, "dead");
+    assert!(rows
+        .iter()
+        .all(|r| r.error_code.as_deref() == Some("InternalError")));
+}
+
+#[tokio::test]
+async fn a_hanging_provider_call_times_out_and_is_retried() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let id = insert_jobs(&client, &[scripted(&["hang", "ok"])], 5).await[0].0;
+    let cfg = WorkerConfig {
+        provider_timeout: Duration::from_millis(300),
+        ..config()
+    };
+
+    let started = Instant::now();
+    let summary = tokio::time::timeout(Duration::from_secs(10), run(&db, &fake, &cfg))
+        .await
+        .expect("the worker does not wait for a hanging call");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!((summary.claimed, summary.retried), (1, 1), "{summary:?}");
+    let row = job(&client, id).await;
+    assert_eq!(row.status, "failed", "retried, not stuck in processing");
+    let rows = deliveries(&client, id).await;
+    assert_eq!(rows[0].error_code.as_deref(), Some("Timeout"));
+    assert_eq!(rows[0].outcome, "retry");
+
+    make_due(&client, id).await;
+    assert_eq!(run(&db, &fake, &cfg).await.sent, 1);
+    assert_eq!(job(&client, id).await.status, "sent");
+}
+
+#[tokio::test]
+async fn a_fenced_completion_leaves_the_job_alone_and_records_the_attempt() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let jobs = insert_jobs(&client, &[scripted(&["fence"]), scripted(&["ok"])], 5).await;
+    let (fenced, normal) = (jobs[0].0, jobs[1].0);
+
+    let summary = run(&db, &fake, &config()).await;
+    assert_eq!(summary.claimed, 2);
+    assert_eq!(summary.fenced, 1, "{summary:?}");
+    assert_eq!(
+        summary.sent, 1,
+        "only the job still under our claim counts as sent"
+    );
+
+    let row = job(&client, fenced).await;
+    assert_eq!(
+        row.status, "processing",
+        "the newer claim's state is untouched"
+    );
+    assert!(row.claim_token.is_some());
+    let rows = deliveries(&client, fenced).await;
+    assert_eq!(
+        rows,
+        vec![Delivery {
+            attempt: 1,
+            outcome: "sent".into(),
+            error_code: None,
+            provider_message_id: Some(format!("fake-{fenced}-1")),
+            fenced: true,
+        }],
+        "the attempt is recorded, marked fenced, with what the provider said"
+    );
+    assert_eq!(job(&client, normal).await.status, "sent");
+}
+
+#[tokio::test]
+async fn a_panicking_delivery_does_not_lose_its_batch_mates() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let mut specs = vec![scripted(&["panic", "ok"])];
+    specs.extend((0..6).map(|_| scripted(&["ok"])));
+    specs.push(scripted(&["MessageRejected"]));
+    let jobs = insert_jobs(&client, &specs, 5).await;
+
+    let summary = run(&db, &fake, &config()).await;
+    assert_eq!(
+        (
+            summary.claimed,
+            summary.sent,
+            summary.retried,
+            summary.dead,
+            summary.batches
+        ),
+        (8, 6, 1, 1, 1),
+        "{summary:?}"
+    );
+    let panicked = jobs[0].0;
+    assert_eq!(job(&client, panicked).await.status, "failed");
+    let rows = deliveries(&client, panicked).await;
+    assert_eq!(rows[0].error_code.as_deref(), Some("WorkerPanic"));
+    for (id, _) in &jobs[1..7] {
+        assert_eq!(job(&client, *id).await.status, "sent");
+    }
+    assert_eq!(job(&client, jobs[7].0).await.status, "dead");
+}
+
+#[tokio::test]
+async fn account_trouble_waits_the_longest_backoff_even_on_the_last_attempt() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let id = insert_jobs(&client, &[scripted(&["AccountSuspendedException"])], 1).await[0].0;
+
+    let before = Utc::now();
+    let summary = run(&db, &fake, &config()).await;
+    assert_eq!((summary.retried, summary.dead), (1, 0), "{summary:?}");
+    let row = job(&client, id).await;
+    assert_eq!(
+        row.status, "failed",
+        "kept for when a person fixes the account"
+    );
+    let wait = row.next_attempt_at - before;
+    assert!(
+        wait >= chrono::Duration::minutes(30) && wait <= chrono::Duration::minutes(31),
+        "{wait}"
+    );
+}
+
+#[tokio::test]
+async fn no_batch_starts_that_could_outlive_the_deadline() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let specs: Vec<_> = (0..20).map(|_| scripted(&["slow"])).collect();
+    insert_jobs(&client, &specs, 5).await;
+    let cfg = WorkerConfig {
+        batch_size: 100,
+        concurrency: 2,
+        provider_timeout: Duration::from_secs(1),
+        ..config()
+    };
+    let store = db.store().await;
+
+    // too little time for even one call: nothing is claimed
+    let soon = Instant::now() + worker::SAFETY_MARGIN + Duration::from_millis(500);
+    let summary = worker::run(&store, &fake, &cfg, soon).await.unwrap();
+    assert_eq!(summary.claimed, 0);
+
+    // room for two waves of two calls, then less and less
+    let deadline = Instant::now() + worker::SAFETY_MARGIN + Duration::from_millis(2500);
+    let summary = worker::run(&store, &fake, &cfg, deadline).await.unwrap();
+    let finished = Instant::now();
+    assert!(
+        finished + worker::SAFETY_MARGIN <= deadline + Duration::from_millis(200),
+        "finished {:?} before the deadline, less than the margin",
+        deadline.saturating_duration_since(finished)
+    );
+    assert!(summary.claimed >= 4 && summary.claimed < 20, "{summary:?}");
+    assert_eq!(summary.sent, summary.claimed);
+    let processing: i64 = client
+        .query_one(
+            "SELECT count(*) FROM notification_jobs WHERE status = 'processing'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(processing, 0, "every claimed job was completed");
+}
+
+#[tokio::test]
+async fn polling_delivers_a_job_that_arrives_while_the_worker_waits() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let cfg = WorkerConfig {
+        provider_timeout: Duration::from_millis(500),
+        poll: Duration::from_secs(4),
+        ..config()
+    };
+    let store = db.store().await;
+    let started = Instant::now();
+    // polls until 4 s before the deadline (a batch could still start until 3.5 s before)
+    let deadline = started + Duration::from_secs(8);
+
+    let late = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let client = client;
+        insert_jobs(&client, &[scripted(&["ok"])], 5).await[0].0
+    });
+    let summary = worker::run(&store, &fake, &cfg, deadline).await.unwrap();
+    let elapsed = started.elapsed();
+    let id = late.await.unwrap();
+    assert_eq!((summary.claimed, summary.sent), (1, 1), "{summary:?}");
+    assert!(
+        elapsed >= Duration::from_millis(3900) && elapsed < Duration::from_millis(4500),
+        "polled until {:?} before the deadline",
+        Duration::from_secs(8).saturating_sub(elapsed)
+    );
+    let check = db.client().await;
+    assert_eq!(job(&check, id).await.status, "sent");
+}
+
+#[tokio::test]
+async fn the_handler_takes_any_event_and_answers_with_the_summary() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    insert_jobs(&client, &[scripted(&["ok"]), scripted(&["Throttling"])], 5).await;
+    let store = db.store().await;
+    let scheduled = json!({
+        "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+        "detail-type": "Scheduled Event", "source": "aws.events",
+        "account": "123456789012", "time": "2026-01-01T00:00:00Z", "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/worker"], "detail": {}
+    });
+    let mut context = lambda_runtime::Context::default();
+    context.deadline = (Utc::now() + chrono::Duration::seconds(30)).timestamp_millis() as u64;
+    let event = lambda_runtime::LambdaEvent::new(scheduled, context);
+    let summary = worker::handle(event, &store, &fake, &config())
+        .await
+        .unwrap();
+
+    let value = serde_json::to_value(summary).unwrap();
+    let keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
+    let mut expected = [
+        "claimed",
+        "sent",
+        "retried",
+        "dead",
+        "fenced",
+        "batches",
+        "elapsed_ms",
+    ];
+    expected.sort_unstable();
+    let mut keys_sorted = keys.clone();
+    keys_sorted.sort_unstable();
+    assert_eq!(keys_sorted, expected);
+    assert_eq!(value["claimed"], 2);
+    assert_eq!(value["sent"], 1);
+    assert_eq!(value["retried"], 1);
+    assert_eq!(value["batches"], 1);
+
+    // `{}` from `cargo lambda invoke`, with a bare context: an empty queue, a quick answer
+    let started = Instant::now();
+    let event = lambda_runtime::LambdaEvent::new(json!({}), lambda_runtime::Context::default());
+    let summary = worker::handle(event, &store, &fake, &config())
+        .await
+        .unwrap();
+    assert_eq!(summary.claimed, 0);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
