@@ -2,19 +2,44 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 SERVICES := . tests/scripts/services.sh
+TOOLS := . tests/scripts/tools.sh
+
+# Local settings for watch, invoke/* and stand-in/up (override: make watch EMAIL_FROM=…)
+EMAIL_FROM ?= noreply@example.com
+WATCH_PORT ?= 9000
+WATCH_ADDRESS ?= 127.0.0.1
+RUST_LOG ?= info
+SCHEDULED_EVENT := tests/fixtures/events/scheduled.json
+
+# After stand_in_up: when we run moto ourselves, make EMAIL_FROM's domain a verified SES
+# identity in it (SES refuses to send from an unverified sender, and so does the stand-in).
+STAND_IN_IDENTITY = if [ -f "$$NOTIF_STATE/moto.env" ]; then \
+	  "$$ROOT/.venv/bin/python" -c 'import os, sys, boto3; c = boto3.client("sesv2", region_name=os.environ["AWS_REGION"]); d = sys.argv[1].rpartition("@")[2]; \
+	    known = {i["IdentityName"] for i in c.list_email_identities()["EmailIdentities"]}; \
+	    d in known or c.create_email_identity(EmailIdentity=d)' '$(EMAIL_FROM)' \
+	  || { echo "stand-in: could not create the SES identity for $(EMAIL_FROM)" >&2; false; }; fi
 
 .PHONY: help
-help: ## List the targets
+help: ## List the targets (the default)
+	@echo "notification-service: make TARGET"
 	@grep -hE '^[a-zA-Z/_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+.PHONY: setup
+setup: ## Check and install the tools: Rust targets, PostgreSQL binaries, python3-venv, cargo-lambda (+zig), sam, cfn-lint, moto
+	@tests/scripts/setup.sh
 
 .PHONY: test
 test: ## Run every test (starts PostgreSQL and the AWS stand-in unless DATABASE_URL / AWS_ENDPOINT_URL are set)
 	tests/scripts/run-tests.sh
 
 .PHONY: lint
-lint: ## cargo fmt --check and clippy with warnings as errors
+lint: lint/template ## cargo fmt --check, clippy with warnings as errors, and the template checks
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+.PHONY: lint/template
+lint/template: ## cfn-lint and sam validate --lint on template.yaml (offline, no AWS credentials)
+	@tests/scripts/lint-template.sh
 
 .PHONY: db/up
 db/up: ## Start a throwaway local PostgreSQL (prints the DATABASE_URL to use)
@@ -27,3 +52,52 @@ db/down: ## Stop the local PostgreSQL started by db/up
 .PHONY: migrate
 migrate: ## Apply migrations/ to DATABASE_URL (or to the db/up cluster)
 	@$(SERVICES); pg_up && cargo run -q -p shared --bin migrate
+
+.PHONY: stand-in/up
+stand-in/up: ## Start the local AWS stand-in (moto server) with EMAIL_FROM's domain verified; prints the AWS_* settings
+	@$(SERVICES); stand_in_up && $(STAND_IN_IDENTITY) \
+	  && echo "export AWS_ENDPOINT_URL='$$AWS_ENDPOINT_URL' AWS_REGION='$$AWS_REGION' AWS_ACCESS_KEY_ID='$$AWS_ACCESS_KEY_ID' AWS_SECRET_ACCESS_KEY='$$AWS_SECRET_ACCESS_KEY'"
+
+.PHONY: stand-in/down
+stand-in/down: ## Stop the AWS stand-in started by stand-in/up
+	@$(SERVICES); stand_in_down
+
+.PHONY: watch
+watch: ## Serve the three functions with cargo lambda watch on local settings (starts db and stand-in; Ctrl-C stops)
+	@$(SERVICES); $(TOOLS); tools_install cargo-lambda && tools_path \
+	  && pg_up && stand_in_up && $(STAND_IN_IDENTITY) && mkdir -p "$$NOTIF_STATE" \
+	  && printf '%s\n' \
+	    "DATABASE_URL=$$DATABASE_URL" \
+	    "MIGRATE_ON_START=true" \
+	    "AWS_ENDPOINT_URL=$$AWS_ENDPOINT_URL" \
+	    "AWS_REGION=$$AWS_REGION" \
+	    "AWS_ACCESS_KEY_ID=$$AWS_ACCESS_KEY_ID" \
+	    "AWS_SECRET_ACCESS_KEY=$$AWS_SECRET_ACCESS_KEY" \
+	    "ALLOW_ORG_HEADER=true" \
+	    "EMAIL_FROM=$(EMAIL_FROM)" \
+	    "RUST_LOG=$(RUST_LOG)" \
+	    >"$$NOTIF_STATE/watch.env" \
+	  && echo "watch: settings in $$NOTIF_STATE/watch.env; ingest at http://localhost:$(WATCH_PORT)/lambda-url/ingest/notifications" \
+	  && echo "watch: make invoke/worker, make invoke/sweeper in another shell; make db/down stand-in/down when done" \
+	  && cargo lambda watch --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --env-file "$$NOTIF_STATE/watch.env"
+
+.PHONY: invoke/worker
+invoke/worker: ## Invoke the worker under make watch with an EventBridge scheduled event (tests/fixtures/events/scheduled.json)
+	@$(TOOLS); tools_install cargo-lambda && tools_path \
+	  && cargo lambda invoke worker --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file $(SCHEDULED_EVENT) && echo
+
+.PHONY: invoke/sweeper
+invoke/sweeper: ## Invoke the sweeper under make watch with the same scheduled event
+	@$(TOOLS); tools_install cargo-lambda && tools_path \
+	  && cargo lambda invoke sweeper --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file $(SCHEDULED_EVENT) && echo
+
+.PHONY: build
+build: ## Build the three functions for Lambda arm64 (cargo lambda build --release --arm64 → target/lambda/*/bootstrap)
+	@$(TOOLS); tools_install cargo-lambda && tools_path \
+	  && cargo lambda build --release --arm64 \
+	  && ls -l target/lambda/*/bootstrap
+
+.PHONY: deploy
+deploy: ## Build with SAM and deploy with a guided prompt (sam build && sam deploy --guided; needs AWS credentials)
+	@$(TOOLS); tools_install sam cargo-lambda && tools_path \
+	  && sam build && sam deploy --guided

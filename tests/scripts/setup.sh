@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `make setup`: checks what the project needs and installs what it can, then says what is left.
+#   - Rust toolchain (cargo), plus rustfmt, clippy and the aarch64 target (`make build`)
+#   - PostgreSQL server binaries (initdb, pg_ctl) for the throwaway local database
+#   - python3 with venv, for the project-local tool virtualenvs
+#   - cargo-lambda (brings zig), aws-sam-cli and cfn-lint from PyPI into .venv-tools
+#   - moto's server (the local AWS stand-in) from PyPI into .venv
+# Installs system packages with apt-get only when run as root on Debian/Ubuntu; otherwise
+# prints the command to run.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=tests/scripts/services.sh
+. tests/scripts/services.sh
+# shellcheck source=tests/scripts/tools.sh
+. tests/scripts/tools.sh
+
+ok() { printf '  ok       %s\n' "$*"; }
+missing=()
+
+apt_packages=()
+pg_bindir >/dev/null || apt_packages+=(postgresql)
+python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
+command -v curl >/dev/null || apt_packages+=(curl)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    printf '  install  %s (apt-get)\n' "${apt_packages[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+  else
+    missing+=("system packages ${apt_packages[*]}: sudo apt-get install ${apt_packages[*]}   (macOS: brew install postgresql@15)")
+  fi
+fi
+
+if command -v cargo >/dev/null; then
+  ok "$(cargo --version)"
+  if command -v rustup >/dev/null; then
+    rustup component add rustfmt clippy >/dev/null 2>&1 || missing+=("rustfmt and clippy: rustup component add rustfmt clippy")
+    rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu \
+      || rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 \
+      || missing+=("the arm64 target for make build: rustup target add aarch64-unknown-linux-gnu")
+  fi
+else
+  missing+=("the Rust toolchain: see https://rustup.rs")
+fi
+
+if bindir=$(pg_bindir); then ok "PostgreSQL server binaries in $bindir"; else missing+=("PostgreSQL server binaries (initdb, pg_ctl)"); fi
+
+if python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  ok "$(python3 --version) with venv"
+  if tools_install sam cargo-lambda; then
+    ok "cargo-lambda, sam and cfn-lint in ${TOOLS_VENV#"$PWD"/}"
+  else
+    missing+=("cargo-lambda, aws-sam-cli, cfn-lint (pip install into .venv-tools failed)")
+  fi
+  if stand_in_install; then ok "moto server (the AWS stand-in) in .venv"; else missing+=("moto[server] (pip install into .venv failed)"); fi
+else
+  missing+=("python3 venv: sudo apt-get install python3-venv")
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  printf '\nStill missing:\n' >&2
+  printf '  - %s\n' "${missing[@]}" >&2
+  exit 1
+fi
+printf '\nReady: make test, make watch, make build.\n'

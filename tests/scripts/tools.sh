@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Deploy and build tools from PyPI, in a project-local virtualenv (.venv-tools), pinned:
+#
+#   tools_install sam           aws-sam-cli and cfn-lint (template checks, sam build/deploy)
+#   tools_install cargo-lambda  cargo-lambda, which brings zig (cross-compiles for arm64 Lambda)
+#
+# Source this file; then "$TOOLS_BIN/sam", "$TOOLS_BIN/cfn-lint", "$TOOLS_BIN/cargo-lambda".
+# `cargo lambda …` finds cargo-lambda when $TOOLS_BIN is on PATH (tools_path does that).
+
+TOOLS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TOOLS_VENV=${TOOLS_VENV:-$TOOLS_ROOT/.venv-tools}
+TOOLS_BIN=$TOOLS_VENV/bin
+SAM_CLI_VERSION=${SAM_CLI_VERSION:-1.170.0}
+CFN_LINT_VERSION=${CFN_LINT_VERSION:-1.58.0}
+CARGO_LAMBDA_VERSION=${CARGO_LAMBDA_VERSION:-1.9.2}
+
+tools_venv() {
+  [ -x "$TOOLS_BIN/pip" ] && return 0
+  python3 -m venv "$TOOLS_VENV" || {
+    printf 'tools: python3 -m venv failed (Debian/Ubuntu: apt-get install python3-venv)\n' >&2
+    return 1
+  }
+}
+
+# tools_install NAME...: installs each missing tool; quiet when all are there.
+tools_install() {
+  local what pkgs=()
+  for what in "$@"; do
+    case "$what" in
+      sam)
+        [ -x "$TOOLS_BIN/sam" ] && [ -x "$TOOLS_BIN/cfn-lint" ] \
+          || pkgs+=("aws-sam-cli==$SAM_CLI_VERSION" "cfn-lint==$CFN_LINT_VERSION") ;;
+      cargo-lambda)
+        [ -x "$TOOLS_BIN/cargo-lambda" ] || pkgs+=("cargo-lambda==$CARGO_LAMBDA_VERSION") ;;
+      *) printf 'tools: unknown tool %s\n' "$what" >&2; return 2 ;;
+    esac
+  done
+  [ ${#pkgs[@]} -eq 0 ] && return 0
+  tools_venv || return 1
+  printf 'tools: installing %s into %s\n' "${pkgs[*]}" "$TOOLS_VENV" >&2
+  "$TOOLS_BIN/pip" install -q --disable-pip-version-check "${pkgs[@]}" || {
+    printf 'tools: pip install %s failed\n' "${pkgs[*]}" >&2
+    return 1
+  }
+}
+
+# Puts the tools first on PATH (cargo finds `cargo-lambda` there, cargo-lambda finds zig).
+tools_path() {
+  case ":$PATH:" in *":$TOOLS_BIN:"*) ;; *) export PATH="$TOOLS_BIN:$PATH" ;; esac
+}
