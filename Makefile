@@ -67,15 +67,15 @@ watch: ## Serve the three functions with cargo lambda watch on local settings (s
 	@$(SERVICES); $(TOOLS); tools_install cargo-lambda && tools_path \
 	  && pg_up && stand_in_up && $(STAND_IN_IDENTITY) && mkdir -p "$$NOTIF_STATE" \
 	  && printf '%s\n' \
-	    "DATABASE_URL=$$DATABASE_URL" \
-	    "MIGRATE_ON_START=true" \
-	    "AWS_ENDPOINT_URL=$$AWS_ENDPOINT_URL" \
-	    "AWS_REGION=$$AWS_REGION" \
-	    "AWS_ACCESS_KEY_ID=$$AWS_ACCESS_KEY_ID" \
-	    "AWS_SECRET_ACCESS_KEY=$$AWS_SECRET_ACCESS_KEY" \
-	    "ALLOW_ORG_HEADER=true" \
-	    "EMAIL_FROM=$(EMAIL_FROM)" \
-	    "RUST_LOG=$(RUST_LOG)" \
+	    "DATABASE_URL='$$DATABASE_URL'" \
+	    "MIGRATE_ON_START='true'" \
+	    "AWS_ENDPOINT_URL='$$AWS_ENDPOINT_URL'" \
+	    "AWS_REGION='$$AWS_REGION'" \
+	    "AWS_ACCESS_KEY_ID='$$AWS_ACCESS_KEY_ID'" \
+	    "AWS_SECRET_ACCESS_KEY='$$AWS_SECRET_ACCESS_KEY'" \
+	    "ALLOW_ORG_HEADER='true'" \
+	    "EMAIL_FROM='$(EMAIL_FROM)'" \
+	    "RUST_LOG='$(RUST_LOG)'" \
 	    >"$$NOTIF_STATE/watch.env" \
 	  && echo "watch: settings in $$NOTIF_STATE/watch.env; ingest at http://localhost:$(WATCH_PORT)/lambda-url/ingest/notifications" \
 	  && echo "watch: make invoke/worker, make invoke/sweeper in another shell; make db/down stand-in/down when done" \
