@@ -92,17 +92,26 @@ pub struct WorkerSummary {
     pub elapsed_ms: u64,
 }
 
-/// The invocation's deadline from Lambda's `context.deadline` (ms since the epoch);
-/// 0 (no deadline, as in a hand-built context) means [`DEFAULT_BUDGET`] from now.
+/// The invocation's deadline from Lambda's `context.deadline` (ms since the epoch).
+///
+/// A value that cannot be a real deadline — 0 (a hand-built context) or long past (`cargo
+/// lambda watch` sends a constant 600000, ten minutes after 1970) — means
+/// [`DEFAULT_BUDGET`] from now. A deadline just past means no time left.
 pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
+    const NOT_A_REAL_DEADLINE: Duration = Duration::from_secs(24 * 3600);
     let now = Instant::now();
-    if deadline_ms == 0 {
-        return now + DEFAULT_BUDGET;
-    }
     let deadline = UNIX_EPOCH + Duration::from_millis(deadline_ms);
     match deadline.duration_since(SystemTime::now()) {
         Ok(remaining) => now + remaining,
-        Err(_) => now, // already past: do nothing
+        Err(past) if deadline_ms == 0 || past.duration() > NOT_A_REAL_DEADLINE => {
+            tracing::info!(
+                deadline_ms,
+                budget_secs = DEFAULT_BUDGET.as_secs(),
+                "the invocation carries no real deadline; using the default budget"
+            );
+            now + DEFAULT_BUDGET
+        }
+        Err(_) => now,
     }
 }
 
@@ -137,7 +146,12 @@ pub async fn run(
     loop {
         let Some(size) = batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
         else {
-            tracing::info!("too little time left for another batch; stopping");
+            tracing::info!(
+                remaining_ms = deadline
+                    .saturating_duration_since(Instant::now())
+                    .as_millis() as u64,
+                "too little time left for another batch; stopping"
+            );
             break;
         };
         let batch = store.claim(size).await?;
@@ -388,8 +402,10 @@ mod tests {
         assert!(left > Duration::from_secs(58) && left <= Duration::from_secs(60));
         let past = deadline_from_epoch_ms(now_ms - 1_000);
         assert!(past <= Instant::now());
-        let unset = deadline_from_epoch_ms(0).saturating_duration_since(Instant::now());
-        assert!(unset > Duration::from_secs(58));
+        for bogus in [0, 600_000] {
+            let budget = deadline_from_epoch_ms(bogus).saturating_duration_since(Instant::now());
+            assert!(budget > Duration::from_secs(58), "{bogus}: {budget:?}");
+        }
     }
 
     #[test]
