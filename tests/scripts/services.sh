@@ -128,7 +128,7 @@ stand_in_up() {
   setsid "$ROOT/.venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$NOTIF_STATE/moto.log" 2>&1 < /dev/null &
   pid=$!
   for i in $(seq 1 100); do
-    if curl -fsS -o /dev/null "http://127.0.0.1:$port/moto-api/data.json"; then break; fi
+    if curl -fs -o /dev/null "http://127.0.0.1:$port/moto-api/data.json"; then break; fi
     if ! kill -0 "$pid" 2>/dev/null; then log "stand-in: moto_server exited:"; cat "$NOTIF_STATE/moto.log" >&2; return 1; fi
     sleep 0.2
   done
