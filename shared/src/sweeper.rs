@@ -20,16 +20,19 @@ pub struct SweeperConfig {
     pub worker_timeout: Duration,
     /// Rows per statement; the sweep loops until a statement finds fewer.
     pub batch_size: u32,
+    /// Finished jobs (sent, dead) older than this many days are deleted; 0 keeps them all.
+    pub retention_days: u32,
 }
 
 impl SweeperConfig {
     pub const DEFAULT_STUCK_AFTER_SECS: u64 = 600;
     pub const DEFAULT_WORKER_TIMEOUT_SECS: u64 = 120;
     pub const DEFAULT_BATCH_SIZE: u32 = 1_000;
+    pub const DEFAULT_RETENTION_DAYS: u32 = 30;
 
-    /// Reads `STUCK_AFTER_SECS`, `WORKER_TIMEOUT_SECS` and `SWEEP_BATCH_SIZE`.
+    /// Reads `STUCK_AFTER_SECS`, `WORKER_TIMEOUT_SECS`, `SWEEP_BATCH_SIZE` and `RETENTION_DAYS`.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::new(
+        let config = Self::new(
             config::parse_or(
                 "STUCK_AFTER_SECS",
                 Self::DEFAULT_STUCK_AFTER_SECS,
@@ -41,7 +44,15 @@ impl SweeperConfig {
                 1..=900,
             )?,
             config::parse_or("SWEEP_BATCH_SIZE", Self::DEFAULT_BATCH_SIZE, 1..=10_000)?,
-        )
+        )?;
+        Ok(Self {
+            retention_days: config::parse_or(
+                "RETENTION_DAYS",
+                Self::DEFAULT_RETENTION_DAYS,
+                0..=3_650,
+            )?,
+            ..config
+        })
     }
 
     /// Refuses a window that a healthy worker could still be inside.
@@ -61,6 +72,7 @@ impl SweeperConfig {
             stuck_after: Duration::from_secs(stuck_after_secs),
             worker_timeout: Duration::from_secs(worker_timeout_secs),
             batch_size,
+            retention_days: Self::DEFAULT_RETENTION_DAYS,
         })
     }
 }
@@ -70,10 +82,13 @@ impl SweeperConfig {
 pub struct SweepSummary {
     pub requeued: u64,
     pub dead: u64,
+    /// Finished jobs deleted by retention.
+    pub pruned: u64,
     pub elapsed_ms: u64,
 }
 
-/// Sweeps every stuck job, in bounded statements, until none is left.
+/// Sweeps every stuck job, then prunes finished jobs past retention, in bounded
+/// statements, until none is left.
 pub async fn run_once(
     store: &dyn JobStore,
     config: &SweeperConfig,
@@ -88,9 +103,22 @@ pub async fn run_once(
             break;
         }
     }
+    let mut pruned = 0;
+    if config.retention_days > 0 {
+        loop {
+            let deleted = store
+                .prune(config.retention_days, config.batch_size)
+                .await?;
+            pruned += deleted;
+            if deleted < u64::from(config.batch_size) {
+                break;
+            }
+        }
+    }
     let summary = SweepSummary {
         requeued: total.requeued,
         dead: total.dead,
+        pruned,
         elapsed_ms: started.elapsed().as_millis() as u64,
     };
     if summary.requeued + summary.dead > 0 {
@@ -100,7 +128,11 @@ pub async fn run_once(
             "swept jobs lost by a worker"
         );
     } else {
-        tracing::info!(elapsed_ms = summary.elapsed_ms, "sweep found nothing stuck");
+        tracing::info!(
+            pruned = summary.pruned,
+            elapsed_ms = summary.elapsed_ms,
+            "sweep found nothing stuck"
+        );
     }
     Ok(summary)
 }

@@ -245,3 +245,64 @@ fn a_window_not_longer_than_the_worker_timeout_stops_the_sweeper_at_start() {
     assert!(err.contains("STUCK_AFTER_SECS=100"), "{err}");
     assert!(err.contains("WORKER_TIMEOUT_SECS=120"), "{err}");
 }
+
+#[tokio::test]
+async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let ids = insert_due_jobs(&client, 6).await;
+    // old sent, old dead, recent sent, old failed (retry pending), old pending, old processing
+    let set = |id: Uuid, status: &'static str, age_days: i32| {
+        let client = &client;
+        async move {
+            client
+                .execute(
+                    "UPDATE notification_jobs SET status = $2::text::job_status,
+                            updated_at = now() - make_interval(days => $3)
+                     WHERE id = $1",
+                    &[&id, &status, &age_days],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set(ids[0], "sent", 31).await;
+    set(ids[1], "dead", 45).await;
+    set(ids[2], "sent", 29).await;
+    set(ids[3], "failed", 60).await;
+    set(ids[4], "pending", 60).await;
+    set(ids[5], "processing", 60).await;
+    client
+        .execute(
+            "INSERT INTO notification_deliveries (job_id, attempt, provider, outcome, started_at, finished_at)
+             SELECT id, 1, 'sns', 'sent', now(), now() FROM notification_jobs",
+            &[],
+        )
+        .await
+        .unwrap();
+
+    let store = db.store().await;
+    let mut config = SweeperConfig::new(600, 120, 1).unwrap(); // one row a statement: loops
+    config.retention_days = 30;
+    let summary = run_once(&store, &config).await.unwrap();
+    assert_eq!(summary.pruned, 2);
+
+    let left: Vec<Uuid> = client
+        .query("SELECT id FROM notification_jobs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(left.len(), 4);
+    assert!(
+        !left.contains(&ids[0]) && !left.contains(&ids[1]),
+        "old finished jobs deleted"
+    );
+    let deliveries: i64 = client
+        .query_one("SELECT count(*) FROM notification_deliveries", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(deliveries, 4, "their delivery rows went with them");
+}

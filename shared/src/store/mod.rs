@@ -182,4 +182,8 @@ pub trait JobStore: Send + Sync {
         stuck_after: std::time::Duration,
         limit: u32,
     ) -> Result<SweepReport, StoreError>;
+
+    /// Deletes up to `limit` finished jobs (sent, dead) last updated more than
+    /// `older_than_days` ago, with their delivery rows; returns how many.
+    async fn prune(&self, older_than_days: u32, limit: u32) -> Result<u64, StoreError>;
 }

@@ -27,6 +27,7 @@ pub mod sql {
     pub const GET_JOB: &str = include_str!("../../sql/get_job.sql");
     pub const LIST_DELIVERIES: &str = include_str!("../../sql/list_deliveries.sql");
     pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
+    pub const PRUNE: &str = include_str!("../../sql/prune.sql");
 }
 
 /// One open connection and its statements, prepared once when it opened.
@@ -39,6 +40,7 @@ struct Conn {
     get_job: Statement,
     list_deliveries: Statement,
     sweep: Statement,
+    prune: Statement,
 }
 
 impl Conn {
@@ -48,17 +50,26 @@ impl Conn {
             .await
             .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
         // prepared together: tokio-postgres pipelines them in one round trip
-        let (claim, complete, insert_job, find_by_idempotency_key, get_job, list_deliveries, sweep) =
-            futures::try_join!(
-                client.prepare(sql::CLAIM),
-                client.prepare(sql::COMPLETE),
-                client.prepare(sql::INSERT_JOB),
-                client.prepare(sql::FIND_BY_IDEMPOTENCY_KEY),
-                client.prepare(sql::GET_JOB),
-                client.prepare(sql::LIST_DELIVERIES),
-                client.prepare(sql::SWEEP),
-            )
-            .map_err(map_err)?;
+        let (
+            claim,
+            complete,
+            insert_job,
+            find_by_idempotency_key,
+            get_job,
+            list_deliveries,
+            sweep,
+            prune,
+        ) = futures::try_join!(
+            client.prepare(sql::CLAIM),
+            client.prepare(sql::COMPLETE),
+            client.prepare(sql::INSERT_JOB),
+            client.prepare(sql::FIND_BY_IDEMPOTENCY_KEY),
+            client.prepare(sql::GET_JOB),
+            client.prepare(sql::LIST_DELIVERIES),
+            client.prepare(sql::SWEEP),
+            client.prepare(sql::PRUNE),
+        )
+        .map_err(map_err)?;
         Ok(Self {
             client,
             claim,
@@ -68,6 +79,7 @@ impl Conn {
             get_job,
             list_deliveries,
             sweep,
+            prune,
         })
     }
 }
@@ -343,5 +355,14 @@ impl JobStore for PgStore {
             requeued: count(0),
             dead: count(1),
         })
+    }
+
+    async fn prune(&self, older_than_days: u32, limit: u32) -> Result<u64, StoreError> {
+        let conn = self.conn().await?;
+        let days = i32::try_from(older_than_days).unwrap_or(i32::MAX);
+        conn.client
+            .execute(&conn.prune, &[&days, &i64::from(limit)])
+            .await
+            .map_err(map_err)
     }
 }

@@ -1,0 +1,14 @@
+-- Delete up to $2 finished jobs (sent, dead) last updated more than $1 days ago; their
+-- delivery rows go with them (ON DELETE CASCADE). SKIP LOCKED: never waits on anyone.
+WITH doomed AS (
+    SELECT id
+    FROM notification_jobs
+    WHERE status IN ('sent', 'dead')
+      AND updated_at < now() - make_interval(days => $1)
+    ORDER BY updated_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM notification_jobs AS j
+USING doomed
+WHERE j.id = doomed.id
