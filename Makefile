@@ -28,6 +28,10 @@ help: ## List the targets (the default)
 setup: ## Check and install the tools: Rust targets, PostgreSQL binaries, python3-venv, cargo-lambda (+zig), sam, cfn-lint, moto
 	@tests/scripts/setup.sh
 
+.PHONY: demo
+demo: ## The whole flow on local defaults: Postgres, stand-in, cargo lambda watch, sample sends, worker + sweeper, final table
+	tests/scripts/demo.sh
+
 .PHONY: test
 test: ## Run every test (starts PostgreSQL and the AWS stand-in unless DATABASE_URL / AWS_ENDPOINT_URL are set)
 	tests/scripts/run-tests.sh
