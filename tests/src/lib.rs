@@ -190,3 +190,24 @@ pub async fn insert_due_jobs(client: &Client, n: i64) -> Vec<uuid::Uuid> {
         .map(|row| row.get(0))
         .collect()
 }
+
+/// One attempt's result for a claimed job, as a worker would report it.
+pub fn completion(
+    job: &shared::store::ClaimedJob,
+    decision: shared::store::Decision,
+    provider_message_id: Option<&str>,
+) -> shared::store::Completion {
+    let now = chrono::Utc::now();
+    shared::store::Completion {
+        job_id: job.id,
+        claim_token: job.claim_token,
+        attempt: job.attempt,
+        channel: job.channel,
+        decision,
+        provider_message_id: provider_message_id.map(str::to_owned),
+        error_code: None,
+        error_message: None,
+        started_at: now,
+        finished_at: now,
+    }
+}

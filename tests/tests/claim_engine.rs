@@ -11,19 +11,8 @@ use shared::store::{sql, Completion, Decision, JobStore};
 use uuid::Uuid;
 
 fn completion(job: &shared::store::ClaimedJob, decision: Decision) -> Completion {
-    let now = Utc::now();
-    Completion {
-        job_id: job.id,
-        claim_token: job.claim_token,
-        attempt: job.attempt,
-        channel: job.channel,
-        decision,
-        provider_message_id: matches!(decision, Decision::Sent).then(|| "msg-1".to_owned()),
-        error_code: None,
-        error_message: None,
-        started_at: now,
-        finished_at: now,
-    }
+    let message_id = matches!(decision, Decision::Sent).then_some("msg-1");
+    integration_tests::completion(job, decision, message_id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

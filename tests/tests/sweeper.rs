@@ -2,26 +2,13 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use integration_tests::{insert_due_jobs, TestDb};
 use shared::store::{ClaimedJob, Completion, Decision, JobStore};
 use shared::sweeper::{run_once, SweeperConfig};
 use uuid::Uuid;
 
 fn sent(job: &ClaimedJob, message_id: &str) -> Completion {
-    let now = Utc::now();
-    Completion {
-        job_id: job.id,
-        claim_token: job.claim_token,
-        attempt: job.attempt,
-        channel: job.channel,
-        decision: Decision::Sent,
-        provider_message_id: Some(message_id.to_owned()),
-        error_code: None,
-        error_message: None,
-        started_at: now,
-        finished_at: now,
-    }
+    integration_tests::completion(job, Decision::Sent, Some(message_id))
 }
 
 async fn status_of(client: &tokio_postgres::Client, id: Uuid) -> (String, i32) {
