@@ -1,9 +1,13 @@
--- Complete a whole batch in one statement (one transaction).
+-- Complete a whole batch and claim the next one, in one statement (one transaction, one
+-- round trip, one commit).
 -- Each job changes only while it is still processing under the caller's claim token;
 -- a stale token changes nothing (fenced). Every attempt gets its delivery row either way.
+-- The next batch (up to $12 jobs; 0 claims none) is claimed by claim.sql itself, put in
+-- place of the marker below when the statement is prepared. Both parts work on disjoint
+-- rows: the claim takes pending/failed jobs, the completion changes processing ones.
 -- $1 ids, $2 claim tokens, $3 attempts, $4 outcomes (sent|retry|dead), $5 retry times,
 -- $6 providers, $7 provider message ids, $8 error codes, $9 error messages,
--- $10 started, $11 finished
+-- $10 started, $11 finished, $12 how many jobs to claim next
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::timestamptz[],
@@ -46,7 +50,18 @@ recorded AS (
                                         'late completion: ' || EXCLUDED.outcome),
         fenced              = true
     RETURNING 1
+),
+claimed AS (
+    -- claim.sql, with its batch size taken from $12
+    /* claim.sql */
 )
-SELECT i.job_id, a.id IS NOT NULL AS applied
+-- one row per completion (applied is true or false), then one per claimed job (applied null)
+SELECT i.job_id AS id, a.id IS NOT NULL AS applied, NULL::uuid AS organization_id,
+       NULL::text AS channel, NULL::jsonb AS payload, NULL::int AS attempts,
+       NULL::int AS max_attempts, NULL::uuid AS claim_token, NULL::timestamptz AS claimed_at
 FROM input AS i
 LEFT JOIN applied AS a ON a.id = i.job_id
+UNION ALL
+SELECT id, NULL, organization_id, channel, payload, attempts, max_attempts, claim_token,
+       claimed_at
+FROM claimed

@@ -270,3 +270,74 @@ async fn plain_for_update_blocks_the_second_claimer_skip_locked_does_not() {
     // it re-checks them, finds none due, and comes back empty-handed.
     assert_eq!(got, 0);
 }
+
+/// The worker's loop shape: each round completes its batch and claims the next in one
+/// statement. Four such loops at once still claim and complete every job exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn completing_and_claiming_in_one_round_trip_handles_every_job_once() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let expected: HashSet<Uuid> = insert_due_jobs(&client, 3_000).await.into_iter().collect();
+    let mut loops = Vec::new();
+    for _ in 0..4 {
+        let store = db.store().await;
+        loops.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            let mut batch = store.claim(50).await.unwrap();
+            while !batch.is_empty() {
+                let completions: Vec<_> = batch
+                    .iter()
+                    .map(|job| completion(job, Decision::Sent))
+                    .collect();
+                let (report, next) = store.complete_and_claim(&completions, 50).await.unwrap();
+                assert!(report.fenced.is_empty());
+                assert_eq!(report.applied.len(), batch.len());
+                done.extend(report.applied);
+                batch = next;
+            }
+            done
+        }));
+    }
+    let mut seen = HashSet::new();
+    for l in loops {
+        for id in l.await.unwrap() {
+            assert!(seen.insert(id), "job {id} completed twice");
+        }
+    }
+    assert_eq!(seen, expected);
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'sent'),
+                    (SELECT count(*) FROM notification_deliveries WHERE outcome = 'sent')
+             FROM notification_jobs",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (3_000, 3_000));
+}
+
+#[tokio::test]
+async fn the_claim_part_sees_jobs_the_completion_makes_due_only_in_the_next_round() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    insert_due_jobs(&client, 1).await;
+    let store = db.store().await;
+    let first = store.claim(10).await.unwrap();
+    // a retry due right away: the same statement must not claim it again (it was processing
+    // in the statement's snapshot); the next claim does
+    let retry = completion(
+        &first[0],
+        Decision::Retry {
+            at: Utc::now() - chrono::Duration::seconds(1),
+        },
+    );
+    let (report, next) = store.complete_and_claim(&[retry], 10).await.unwrap();
+    assert_eq!(report.applied, vec![first[0].id]);
+    assert!(
+        next.is_empty(),
+        "not claimed in the statement that completed it"
+    );
+    let again = store.claim(10).await.unwrap();
+    assert_eq!((again[0].id, again[0].attempt), (first[0].id, 2));
+}

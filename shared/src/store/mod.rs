@@ -176,6 +176,14 @@ pub trait JobStore: Send + Sync {
     /// Records and applies a batch of attempt results in one transaction.
     async fn complete(&self, completions: &[Completion]) -> Result<CompleteReport, StoreError>;
 
+    /// [`JobStore::complete`], and in the same transaction (one round trip, one commit) the
+    /// claim of up to `next_batch` due jobs, as [`JobStore::claim`] would.
+    async fn complete_and_claim(
+        &self,
+        completions: &[Completion],
+        next_batch: u32,
+    ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError>;
+
     /// Requeues (or buries) up to `limit` jobs in processing for longer than `stuck_after`.
     async fn sweep(
         &self,

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::Mutex;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::row::RowIndex;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 use uuid::Uuid;
@@ -21,6 +22,8 @@ use crate::domain::{Channel, JobStatus};
 /// The named queries, embedded at build time (public so tests can derive variants).
 pub mod sql {
     pub const CLAIM: &str = include_str!("../../sql/claim.sql");
+    /// complete.sql as written: its `claimed` CTE is a marker that [`complete_and_claim`]
+    /// fills with [`CLAIM`].
     pub const COMPLETE: &str = include_str!("../../sql/complete.sql");
     pub const INSERT_JOB: &str = include_str!("../../sql/insert_job.sql");
     pub const FIND_BY_IDEMPOTENCY_KEY: &str = include_str!("../../sql/find_by_idempotency_key.sql");
@@ -28,6 +31,13 @@ pub mod sql {
     pub const LIST_DELIVERIES: &str = include_str!("../../sql/list_deliveries.sql");
     pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
     pub const PRUNE: &str = include_str!("../../sql/prune.sql");
+
+    /// The statement the worker runs after each batch: complete.sql with claim.sql in its
+    /// `claimed` CTE (one source for the claim), the batch size from `$12`.
+    pub fn complete_and_claim() -> String {
+        let claim = CLAIM.trim().replace("$1", "$12");
+        COMPLETE.replace("/* claim.sql */", &claim)
+    }
 }
 
 /// One open connection and its statements, prepared once when it opened.
@@ -49,6 +59,7 @@ impl Conn {
             .connect()
             .await
             .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        let complete = sql::complete_and_claim();
         // prepared together: tokio-postgres pipelines them in one round trip
         let (
             claim,
@@ -61,7 +72,7 @@ impl Conn {
             prune,
         ) = futures::try_join!(
             client.prepare(sql::CLAIM),
-            client.prepare(sql::COMPLETE),
+            client.prepare(&complete),
             client.prepare(sql::INSERT_JOB),
             client.prepare(sql::FIND_BY_IDEMPOTENCY_KEY),
             client.prepare(sql::GET_JOB),
@@ -148,9 +159,23 @@ fn status(row: &Row, idx: usize) -> Result<JobStatus, StoreError> {
     JobStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("job status {text:?}")))
 }
 
-fn channel(row: &Row, idx: usize) -> Result<Channel, StoreError> {
+fn channel<I: RowIndex + std::fmt::Display>(row: &Row, idx: I) -> Result<Channel, StoreError> {
     let text: &str = row.get(idx);
     Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
+}
+
+/// A claimed job from a row of claim.sql (or of the claim part of complete.sql).
+fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
+    Ok(ClaimedJob {
+        id: row.get("id"),
+        organization_id: row.get("organization_id"),
+        channel: channel(row, "channel")?,
+        payload: row.get("payload"),
+        attempt: row.get("attempts"),
+        max_attempts: row.get("max_attempts"),
+        claim_token: row.get("claim_token"),
+        claimed_at: row.get("claimed_at"),
+    })
 }
 
 fn summary(row: &Row) -> Result<JobSummary, StoreError> {
@@ -259,26 +284,21 @@ impl JobStore for PgStore {
             .query(&conn.claim, &[&i64::from(batch_size)])
             .await
             .map_err(map_err)?;
-        rows.iter()
-            .map(|row| {
-                Ok(ClaimedJob {
-                    id: row.get(0),
-                    organization_id: row.get(1),
-                    channel: channel(row, 2)?,
-                    payload: row.get(3),
-                    attempt: row.get(4),
-                    max_attempts: row.get(5),
-                    claim_token: row.get(6),
-                    claimed_at: row.get(7),
-                })
-            })
-            .collect()
+        rows.iter().map(claimed_job).collect()
     }
 
     async fn complete(&self, completions: &[Completion]) -> Result<CompleteReport, StoreError> {
         if completions.is_empty() {
             return Ok(CompleteReport::default());
         }
+        Ok(self.complete_and_claim(completions, 0).await?.0)
+    }
+
+    async fn complete_and_claim(
+        &self,
+        completions: &[Completion],
+        next_batch: u32,
+    ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
         let n = completions.len();
         let mut ids = Vec::with_capacity(n);
         let mut tokens = Vec::with_capacity(n);
@@ -324,20 +344,21 @@ impl JobStore for PgStore {
                     &error_messages,
                     &started,
                     &finished,
+                    &i64::from(next_batch),
                 ],
             )
             .await
             .map_err(map_err)?;
         let mut report = CompleteReport::default();
-        for row in rows {
-            let id: Uuid = row.get(0);
-            if row.get::<_, bool>(1) {
-                report.applied.push(id);
-            } else {
-                report.fenced.push(id);
+        let mut claimed = Vec::new();
+        for row in &rows {
+            match row.get::<_, Option<bool>>("applied") {
+                Some(true) => report.applied.push(row.get("id")),
+                Some(false) => report.fenced.push(row.get("id")),
+                None => claimed.push(claimed_job(row)?),
             }
         }
-        Ok(report)
+        Ok((report, claimed))
     }
 
     async fn sweep(&self, stuck_after: Duration, limit: u32) -> Result<SweepReport, StoreError> {
@@ -364,5 +385,16 @@ impl JobStore for PgStore {
             .execute(&conn.prune, &[&days, &i64::from(limit)])
             .await
             .map_err(map_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_combined_statement_embeds_the_claim() {
+        let statement = super::sql::complete_and_claim();
+        assert!(!statement.contains("/* claim.sql */"), "marker replaced");
+        assert!(statement.contains("LIMIT $12"), "the claim's size is $12");
+        assert!(statement.contains("FOR UPDATE SKIP LOCKED"));
     }
 }

@@ -1,5 +1,6 @@
-//! The worker: claim a batch of due jobs, deliver them concurrently, complete the batch in
-//! one transaction, repeat until nothing is due or the invocation's time is nearly up.
+//! The worker: claim a batch of due jobs, deliver them concurrently, complete the batch and
+//! claim the next one in one transaction (one round trip, one commit), repeat until nothing
+//! is due or the invocation's time is nearly up.
 //!
 //! No transaction is open during delivery: the claim commits first, and every attempt's
 //! result is written afterwards, conditioned on its claim token (a job swept and claimed
@@ -143,28 +144,37 @@ pub async fn run(
     let started = Instant::now();
     let poll_until = deadline.checked_sub(cfg.poll).unwrap_or(started);
     let mut summary = WorkerSummary::default();
+    // the batch claimed together with the previous batch's completion, if any
+    let mut next: Vec<ClaimedJob> = Vec::new();
     loop {
-        let Some(size) = batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
-        else {
-            tracing::info!(
-                remaining_ms = deadline
-                    .saturating_duration_since(Instant::now())
-                    .as_millis() as u64,
-                "too little time left for another batch; stopping"
-            );
-            break;
-        };
-        let batch = store.claim(size).await?;
-        if batch.is_empty() {
-            let now = Instant::now();
-            if cfg.poll.is_zero() || now >= poll_until {
+        let batch = if next.is_empty() {
+            let Some(size) =
+                batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
+            else {
+                tracing::info!(
+                    remaining_ms = deadline
+                        .saturating_duration_since(Instant::now())
+                        .as_millis() as u64,
+                    "too little time left for another batch; stopping"
+                );
                 break;
+            };
+            let batch = store.claim(size).await?;
+            if batch.is_empty() {
+                let now = Instant::now();
+                if cfg.poll.is_zero() || now >= poll_until {
+                    break;
+                }
+                tokio::time::sleep(POLL_INTERVAL.min(poll_until - now)).await;
+                continue;
             }
-            tokio::time::sleep(POLL_INTERVAL.min(poll_until - now)).await;
-            continue;
-        }
+            batch
+        } else {
+            std::mem::take(&mut next)
+        };
         let batch_started = Instant::now();
-        let counts = run_batch(store, deliverer, cfg, batch).await?;
+        let (counts, claimed_next) = run_batch(store, deliverer, cfg, batch, deadline).await?;
+        next = claimed_next;
         tracing::info!(
             claimed = counts.claimed,
             sent = counts.sent,
@@ -255,12 +265,15 @@ struct BatchCounts {
     fenced: u64,
 }
 
+/// Delivers a batch, then completes it and claims the next batch in one round trip (as
+/// many jobs as can still finish before `deadline`; none when no batch may start).
 async fn run_batch(
     store: &dyn JobStore,
     deliverer: &dyn Deliverer,
     cfg: &WorkerConfig,
     batch: Vec<ClaimedJob>,
-) -> Result<BatchCounts, StoreError> {
+    deadline: Instant,
+) -> Result<(BatchCounts, Vec<ClaimedJob>), StoreError> {
     // collected first: a lazy iterator's closure in the stream would trip the compiler's
     // Send inference ("FnOnce is not general enough") for callers that spawn the loop
     let calls: Vec<_> = batch
@@ -273,7 +286,9 @@ async fn run_batch(
         .collect()
         .await;
     let completions = completions(&batch, attempts);
-    let report = store.complete(&completions).await?;
+    let next_size =
+        batch_size_for(cfg, deadline.saturating_duration_since(Instant::now())).unwrap_or(0);
+    let (report, next) = store.complete_and_claim(&completions, next_size).await?;
 
     let mut counts = BatchCounts {
         claimed: batch.len() as u64,
@@ -291,7 +306,7 @@ async fn run_batch(
     for id in &report.fenced {
         tracing::warn!(job_id = %id, "job was swept and claimed again during delivery; attempt recorded, state left alone");
     }
-    Ok(counts)
+    Ok((counts, next))
 }
 
 /// Decides each attempt and logs the ones a person may need to see (never a message body;
