@@ -48,6 +48,8 @@ pub enum JobStatus {
     Failed,
     /// No more attempts: a permanent error or the budget is spent.
     Dead,
+    /// Cancelled by its organization before it went out; never claimed.
+    Cancelled,
 }
 
 impl JobStatus {
@@ -58,6 +60,7 @@ impl JobStatus {
             JobStatus::Sent => "sent",
             JobStatus::Failed => "failed",
             JobStatus::Dead => "dead",
+            JobStatus::Cancelled => "cancelled",
         }
     }
 
@@ -68,6 +71,7 @@ impl JobStatus {
             "sent" => Some(JobStatus::Sent),
             "failed" => Some(JobStatus::Failed),
             "dead" => Some(JobStatus::Dead),
+            "cancelled" => Some(JobStatus::Cancelled),
             _ => None,
         }
     }

@@ -92,6 +92,21 @@ impl ApiRequest {
         };
         event["body"] = body;
         event["isBase64Encoded"] = json!(base64);
+        let (path, query) = self.path.split_once('?').unwrap_or((&self.path, ""));
+        let pairs: Vec<(&str, &str)> = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.split_once('=').unwrap_or((p, "")))
+            .collect();
+        let single: serde_json::Map<String, Value> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        let single = if single.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(single)
+        };
         let headers: serde_json::Map<String, Value> = self
             .headers
             .iter()
@@ -99,10 +114,12 @@ impl ApiRequest {
             .collect();
         match self.version {
             Version::V2 => {
-                event["rawPath"] = json!(self.path);
-                event["routeKey"] = json!(format!("{} {}", self.method, self.path));
+                event["rawPath"] = json!(path);
+                event["rawQueryString"] = json!(query);
+                event["queryStringParameters"] = single;
+                event["routeKey"] = json!(format!("{} {}", self.method, path));
                 event["requestContext"]["http"]["method"] = json!(self.method);
-                event["requestContext"]["http"]["path"] = json!(self.path);
+                event["requestContext"]["http"]["path"] = json!(path);
                 event["headers"] = Value::Object(headers);
                 match &self.org {
                     Some(org) => {
@@ -118,17 +135,27 @@ impl ApiRequest {
                 }
             }
             Version::V1 => {
-                event["path"] = json!(self.path);
+                event["path"] = json!(path);
                 event["httpMethod"] = json!(self.method);
                 event["requestContext"]["httpMethod"] = json!(self.method);
-                event["requestContext"]["path"] = json!(format!("/prod{}", self.path));
-                let multi: serde_json::Map<String, Value> = self
+                event["requestContext"]["path"] = json!(format!("/prod{path}"));
+                let multi: serde_json::Map<String, Value> = pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), json!([v])))
+                    .collect();
+                event["queryStringParameters"] = single;
+                event["multiValueQueryStringParameters"] = if multi.is_empty() {
+                    Value::Null
+                } else {
+                    Value::Object(multi)
+                };
+                let multi_headers: serde_json::Map<String, Value> = self
                     .headers
                     .iter()
                     .map(|(k, v)| (k.clone(), json!([v])))
                     .collect();
                 event["headers"] = Value::Object(headers);
-                event["multiValueHeaders"] = Value::Object(multi);
+                event["multiValueHeaders"] = Value::Object(multi_headers);
                 match &self.org {
                     Some(org) => {
                         event["requestContext"]["authorizer"]["organization_id"] = json!(org)

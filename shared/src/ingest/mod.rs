@@ -4,6 +4,7 @@
 //! is either "accepted and persisted" or a refusal that wrote nothing, in one JSON error
 //! shape: `{"error":{"code","message","fields":[{"field","message"}]}}`.
 
+mod listing;
 pub mod validate;
 
 use std::sync::Arc;
@@ -18,7 +19,9 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::config::{self, ConfigError};
-use crate::store::{Idempotency, Inserted, JobStore, JobSummary, NewJob, StoreError};
+use crate::store::{
+    Idempotency, Inserted, JobStore, JobSummary, ListCursor, NewJob, StoreError, Transition,
+};
 pub use validate::{validate, FieldError, SendRequest};
 
 /// Bodies above this size are refused with 413.
@@ -48,6 +51,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub fields: Vec<FieldError>,
+    /// The methods the path allows (for 405's `Allow`).
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
@@ -57,6 +62,7 @@ impl ApiError {
             code,
             message: message.into(),
             fields: Vec::new(),
+            allow: None,
         }
     }
 
@@ -90,7 +96,10 @@ impl ApiError {
 
 enum Route {
     Create,
+    List,
     Get(String),
+    Cancel(String),
+    Requeue(String),
 }
 
 /// What one request produced: the response and what the access log records.
@@ -144,8 +153,8 @@ impl Ingest {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             builder = builder.header(header::RETRY_AFTER, RETRY_AFTER_SECS);
         }
-        if status == StatusCode::METHOD_NOT_ALLOWED {
-            builder = builder.header(header::ALLOW, allowed_methods(&req));
+        if let Some(allow) = outcome.response.as_ref().err().and_then(|e| e.allow) {
+            builder = builder.header(header::ALLOW, allow);
         }
         builder
             .body(Body::Text(body.to_string()))
@@ -175,7 +184,10 @@ impl Ingest {
         };
         let response = match route {
             Route::Create => self.create(req, organization_id).await,
+            Route::List => self.list(req, organization_id).await,
             Route::Get(id) => self.get(organization_id, &id).await,
+            Route::Cancel(id) => self.transition(organization_id, &id, Change::Cancel).await,
+            Route::Requeue(id) => self.transition(organization_id, &id, Change::Requeue).await,
         };
         Outcome {
             response,
@@ -264,6 +276,93 @@ impl Ingest {
     }
 }
 
+/// Cancel or requeue.
+#[derive(Clone, Copy)]
+enum Change {
+    Cancel,
+    Requeue,
+}
+
+impl Ingest {
+    async fn transition(
+        &self,
+        organization_id: Uuid,
+        id: &str,
+        change: Change,
+    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+        let id = parse_id(id)?;
+        let result = match change {
+            Change::Cancel => self.store.cancel(organization_id, id).await,
+            Change::Requeue => self.store.requeue(organization_id, id).await,
+        }
+        .map_err(|e| {
+            log_store_error(&e);
+            ApiError::from_store(&e)
+        })?;
+        match result {
+            Transition::Done(summary) => Ok((StatusCode::OK, summary_body(&summary), Some(id))),
+            Transition::NotFound => Err(not_found("no notification with this id")),
+            Transition::Refused(status) => {
+                let (verb, allowed) = match change {
+                    Change::Cancel => ("cancel", "pending or failed"),
+                    Change::Requeue => ("requeue", "dead"),
+                };
+                Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "invalid_transition",
+                    format!(
+                        "cannot {verb} a notification that is {}: only {allowed} ones",
+                        status.as_str()
+                    ),
+                ))
+            }
+        }
+    }
+
+    async fn list(
+        &self,
+        req: &Request,
+        organization_id: Uuid,
+    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+        let query =
+            listing::ListQuery::parse(&req.query_string_parameters()).map_err(ApiError::invalid)?;
+        let jobs = self
+            .store
+            .list(organization_id, query.status, query.after, query.limit)
+            .await
+            .map_err(|e| {
+                log_store_error(&e);
+                ApiError::from_store(&e)
+            })?;
+        let next_cursor = (jobs.len() == query.limit as usize)
+            .then(|| jobs.last())
+            .flatten()
+            .map(|last| {
+                listing::encode_cursor(ListCursor {
+                    created_at: last.created_at,
+                    id: last.id,
+                })
+            });
+        Ok((
+            StatusCode::OK,
+            json!({"items": jobs, "next_cursor": next_cursor}),
+            None,
+        ))
+    }
+}
+
+fn parse_id(id: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(id).map_err(|_| {
+        let mut err = ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_id",
+            "the id must be a UUID",
+        );
+        err.fields.push(FieldError::new("id", "must be a UUID"));
+        err
+    })
+}
+
 fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
 }
@@ -305,35 +404,50 @@ fn path(req: &Request) -> String {
 fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
     let path = path(req);
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
-    let method = req.method();
-    match segments.as_slice() {
-        ["notifications"] => match *method {
-            Method::POST => Ok((Route::Create, "POST /notifications")),
-            _ => Err(method_not_allowed()),
+    let method = req.method().clone();
+    let (route, name, allow) = match segments.as_slice() {
+        ["notifications"] => match method {
+            Method::POST => (Some(Route::Create), "POST /notifications", "GET, POST"),
+            Method::GET => (Some(Route::List), "GET /notifications", "GET, POST"),
+            _ => (None, "/notifications", "GET, POST"),
         },
-        ["notifications", id] => match *method {
-            Method::GET => Ok((Route::Get((*id).to_owned()), "GET /notifications/{id}")),
-            _ => Err(method_not_allowed()),
+        ["notifications", id] => match method {
+            Method::GET => (
+                Some(Route::Get((*id).to_owned())),
+                "GET /notifications/{id}",
+                "GET",
+            ),
+            _ => (None, "/notifications/{id}", "GET"),
         },
-        _ => Err(not_found("no such route")),
+        ["notifications", id, "cancel"] => match method {
+            Method::POST => (
+                Some(Route::Cancel((*id).to_owned())),
+                "POST /notifications/{id}/cancel",
+                "POST",
+            ),
+            _ => (None, "/notifications/{id}/cancel", "POST"),
+        },
+        ["notifications", id, "requeue"] => match method {
+            Method::POST => (
+                Some(Route::Requeue((*id).to_owned())),
+                "POST /notifications/{id}/requeue",
+                "POST",
+            ),
+            _ => (None, "/notifications/{id}/requeue", "POST"),
+        },
+        _ => return Err(not_found("no such route")),
+    };
+    match route {
+        Some(route) => Ok((route, name)),
+        None => Err(ApiError {
+            allow: Some(allow),
+            ..ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this method is not allowed on this path",
+            )
+        }),
     }
-}
-
-fn allowed_methods(req: &Request) -> &'static str {
-    let path = path(req);
-    if path.trim_end_matches('/').ends_with("/notifications") {
-        "POST"
-    } else {
-        "GET"
-    }
-}
-
-fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "this method is not allowed on this path",
-    )
 }
 
 /// The Lambda request id, else API Gateway's, so every answer can be traced.

@@ -144,7 +144,26 @@ pub struct JobView {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub last_error: Option<String>,
-    pub deliveries: Vec<DeliveryView>,
+    /// The attempts, in order (left out of listings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deliveries: Option<Vec<DeliveryView>>,
+}
+
+/// The result of a state change asked for by a job's organization (cancel, requeue).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transition {
+    Done(JobSummary),
+    /// No such job for this organization.
+    NotFound,
+    /// The job's current state does not allow the change.
+    Refused(JobStatus),
+}
+
+/// Where a listing page starts: after this (created_at, id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCursor {
+    pub created_at: DateTime<Utc>,
+    pub id: Uuid,
 }
 
 /// One recorded attempt.
@@ -169,6 +188,21 @@ pub trait JobStore: Send + Sync {
 
     /// The organization's job with its delivery attempts, `None` if unknown or another's.
     async fn get(&self, organization_id: Uuid, id: Uuid) -> Result<Option<JobView>, StoreError>;
+
+    /// Cancels a pending or failed job of the organization.
+    async fn cancel(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError>;
+
+    /// Puts a dead job of the organization back to pending with a fresh attempt budget.
+    async fn requeue(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError>;
+
+    /// A page of the organization's jobs, oldest first, after `after`, optionally one status.
+    async fn list(
+        &self,
+        organization_id: Uuid,
+        status: Option<JobStatus>,
+        after: Option<ListCursor>,
+        limit: u32,
+    ) -> Result<Vec<JobView>, StoreError>;
 
     /// Claims up to `batch_size` due jobs in one committed statement.
     async fn claim(&self, batch_size: u32) -> Result<Vec<ClaimedJob>, StoreError>;

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{
     ClaimedJob, CompleteReport, Completion, DeliveryView, Inserted, JobStore, JobSummary, JobView,
-    NewJob, StoreError, SweepReport,
+    ListCursor, NewJob, StoreError, SweepReport, Transition,
 };
 use crate::db::DbConfig;
 use crate::domain::{Channel, JobStatus};
@@ -31,6 +31,10 @@ pub mod sql {
     pub const LIST_DELIVERIES: &str = include_str!("../../sql/list_deliveries.sql");
     pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
     pub const PRUNE: &str = include_str!("../../sql/prune.sql");
+    pub const CANCEL: &str = include_str!("../../sql/cancel.sql");
+    pub const REQUEUE: &str = include_str!("../../sql/requeue.sql");
+    pub const JOB_STATUS: &str = include_str!("../../sql/job_status.sql");
+    pub const LIST_JOBS: &str = include_str!("../../sql/list_jobs.sql");
 
     /// The statement the worker runs after each batch: complete.sql with claim.sql in its
     /// `claimed` CTE (one source for the claim), the batch size from `$12`.
@@ -51,6 +55,10 @@ struct Conn {
     list_deliveries: Statement,
     sweep: Statement,
     prune: Statement,
+    cancel: Statement,
+    requeue: Statement,
+    job_status: Statement,
+    list_jobs: Statement,
 }
 
 impl Conn {
@@ -70,6 +78,10 @@ impl Conn {
             list_deliveries,
             sweep,
             prune,
+            cancel,
+            requeue,
+            job_status,
+            list_jobs,
         ) = futures::try_join!(
             client.prepare(sql::CLAIM),
             client.prepare(&complete),
@@ -79,6 +91,10 @@ impl Conn {
             client.prepare(sql::LIST_DELIVERIES),
             client.prepare(sql::SWEEP),
             client.prepare(sql::PRUNE),
+            client.prepare(sql::CANCEL),
+            client.prepare(sql::REQUEUE),
+            client.prepare(sql::JOB_STATUS),
+            client.prepare(sql::LIST_JOBS),
         )
         .map_err(map_err)?;
         Ok(Self {
@@ -91,6 +107,10 @@ impl Conn {
             list_deliveries,
             sweep,
             prune,
+            cancel,
+            requeue,
+            job_status,
+            list_jobs,
         })
     }
 }
@@ -106,6 +126,34 @@ pub struct PgStore {
 }
 
 impl PgStore {
+    /// Runs a cancel or requeue statement; when it changes nothing, tells why.
+    async fn transition(
+        &self,
+        conn: &Conn,
+        statement: &Statement,
+        organization_id: Uuid,
+        id: Uuid,
+    ) -> Result<Transition, StoreError> {
+        let params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
+        if let Some(row) = conn
+            .client
+            .query_opt(statement, &params)
+            .await
+            .map_err(map_err)?
+        {
+            return Ok(Transition::Done(summary(&row)?));
+        }
+        match conn
+            .client
+            .query_opt(&conn.job_status, &params)
+            .await
+            .map_err(map_err)?
+        {
+            None => Ok(Transition::NotFound),
+            Some(row) => Ok(Transition::Refused(status(&row, 0)?)),
+        }
+    }
+
     /// A store that connects on first use.
     pub fn new(config: DbConfig) -> Self {
         Self {
@@ -162,6 +210,23 @@ fn status(row: &Row, idx: usize) -> Result<JobStatus, StoreError> {
 fn channel<I: RowIndex + std::fmt::Display>(row: &Row, idx: I) -> Result<Channel, StoreError> {
     let text: &str = row.get(idx);
     Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
+}
+
+/// A job from a row of get_job.sql or list_jobs.sql (no delivery attempts).
+fn job_view(row: &Row) -> Result<JobView, StoreError> {
+    Ok(JobView {
+        id: row.get(0),
+        channel: channel(row, 1)?,
+        to: row.get::<_, Option<String>>(2).unwrap_or_default(),
+        status: status(row, 3)?,
+        attempts: row.get(4),
+        max_attempts: row.get(5),
+        next_attempt_at: row.get(6),
+        created_at: row.get(7),
+        updated_at: row.get(8),
+        last_error: row.get(9),
+        deliveries: None,
+    })
 }
 
 /// A claimed job from a row of claim.sql (or of the claim part of complete.sql).
@@ -242,12 +307,6 @@ impl JobStore for PgStore {
         let Some(row) = job else {
             return Ok(None);
         };
-        let payload: serde_json::Value = row.get(2);
-        let to = payload
-            .get("to")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned();
         let deliveries = deliveries
             .iter()
             .map(|d| DeliveryView {
@@ -263,18 +322,46 @@ impl JobStore for PgStore {
             })
             .collect();
         Ok(Some(JobView {
-            id: row.get(0),
-            channel: channel(&row, 1)?,
-            to,
-            status: status(&row, 3)?,
-            attempts: row.get(4),
-            max_attempts: row.get(5),
-            next_attempt_at: row.get(6),
-            created_at: row.get(7),
-            updated_at: row.get(8),
-            last_error: row.get(9),
-            deliveries,
+            deliveries: Some(deliveries),
+            ..job_view(&row)?
         }))
+    }
+
+    async fn cancel(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
+        let conn = self.conn().await?;
+        self.transition(&conn, &conn.cancel, organization_id, id)
+            .await
+    }
+
+    async fn requeue(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
+        let conn = self.conn().await?;
+        self.transition(&conn, &conn.requeue, organization_id, id)
+            .await
+    }
+
+    async fn list(
+        &self,
+        organization_id: Uuid,
+        status: Option<JobStatus>,
+        after: Option<ListCursor>,
+        limit: u32,
+    ) -> Result<Vec<JobView>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .client
+            .query(
+                &conn.list_jobs,
+                &[
+                    &organization_id,
+                    &status.map(JobStatus::as_str),
+                    &after.map(|c| c.created_at),
+                    &after.map(|c| c.id),
+                    &i64::from(limit),
+                ],
+            )
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(job_view).collect()
     }
 
     async fn claim(&self, batch_size: u32) -> Result<Vec<ClaimedJob>, StoreError> {

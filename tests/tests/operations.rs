@@ -1,0 +1,313 @@
+//! Cancel, requeue and listing through the ingest handler, against a real PostgreSQL.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
+use integration_tests::{insert_due_jobs, TestDb};
+use lambda_http::http::StatusCode;
+use serde_json::{json, Value};
+use shared::ingest::{Ingest, IngestConfig};
+use shared::store::{Decision, JobStore};
+use uuid::Uuid;
+
+async fn service(db: &TestDb) -> Ingest {
+    Ingest::new(Arc::new(db.store().await), IngestConfig::default())
+}
+
+fn sms(n: usize) -> Value {
+    json!({"channel": "sms", "to": "+15555550100", "message": format!("message {n}")})
+}
+
+async fn create(ingest: &Ingest, org: Uuid, n: usize) -> String {
+    let (status, body) = parts(
+        &ingest
+            .handle(ApiRequest::post(Version::V2, &sms(n)).org(org).build())
+            .await,
+    );
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    body["id"].as_str().unwrap().to_owned()
+}
+
+async fn set_status(db: &TestDb, id: &str, status: &str) {
+    db.client()
+        .await
+        .execute(
+            "UPDATE notification_jobs SET status = $2::text::job_status WHERE id = $1::text::uuid",
+            &[&id, &status],
+        )
+        .await
+        .unwrap();
+}
+
+fn post(version: Version, id: &str, action: &str, org: Uuid) -> ApiRequest {
+    ApiRequest::new(version, "POST", &format!("/notifications/{id}/{action}")).org(org)
+}
+
+#[tokio::test]
+async fn cancel_and_requeue_allow_exactly_their_transitions() {
+    let db = TestDb::new().await;
+    let ingest = service(&db).await;
+    let org = new_org();
+    // (status before, action, expected HTTP status, status after)
+    let cases = [
+        ("pending", "cancel", StatusCode::OK, "cancelled"),
+        ("failed", "cancel", StatusCode::OK, "cancelled"),
+        ("processing", "cancel", StatusCode::CONFLICT, "processing"),
+        ("sent", "cancel", StatusCode::CONFLICT, "sent"),
+        ("dead", "cancel", StatusCode::CONFLICT, "dead"),
+        ("cancelled", "cancel", StatusCode::CONFLICT, "cancelled"),
+        ("dead", "requeue", StatusCode::OK, "pending"),
+        ("pending", "requeue", StatusCode::CONFLICT, "pending"),
+        ("failed", "requeue", StatusCode::CONFLICT, "failed"),
+        ("processing", "requeue", StatusCode::CONFLICT, "processing"),
+        ("sent", "requeue", StatusCode::CONFLICT, "sent"),
+        ("cancelled", "requeue", StatusCode::CONFLICT, "cancelled"),
+    ];
+    for (i, (before, action, expected, after)) in cases.into_iter().enumerate() {
+        let id = create(&ingest, org, i).await;
+        set_status(&db, &id, before).await;
+        let version = if i % 2 == 0 { Version::V2 } else { Version::V1 };
+        let (status, body) = parts(&ingest.handle(post(version, &id, action, org).build()).await);
+        assert_eq!(status, expected, "{action} a {before} job: {body}");
+        if status == StatusCode::CONFLICT {
+            assert_eq!(body["error"]["code"], "invalid_transition");
+        } else {
+            assert_eq!(body["status"], after);
+        }
+        let (_, job) = parts(
+            &ingest
+                .handle(ApiRequest::get(version, &id).org(org).build())
+                .await,
+        );
+        assert_eq!(job["status"], after, "{action} a {before} job");
+    }
+    // another organization's job, an unknown id, a malformed id, a wrong method
+    let id = create(&ingest, org, 99).await;
+    let (status, _) = parts(
+        &ingest
+            .handle(post(Version::V2, &id, "cancel", new_org()).build())
+            .await,
+    );
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = parts(
+        &ingest
+            .handle(post(Version::V2, &Uuid::new_v4().to_string(), "requeue", org).build())
+            .await,
+    );
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = parts(
+        &ingest
+            .handle(post(Version::V2, "nope", "cancel", org).build())
+            .await,
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let response = ingest
+        .handle(
+            ApiRequest::new(Version::V2, "GET", &format!("/notifications/{id}/cancel"))
+                .org(org)
+                .build(),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(header(&response, "allow"), Some("POST"));
+}
+
+#[tokio::test]
+async fn a_cancelled_job_is_never_claimed_and_a_requeued_one_keeps_its_history() {
+    let db = TestDb::new().await;
+    let ingest = service(&db).await;
+    let store = db.store().await;
+    let org = new_org();
+    let cancelled = create(&ingest, org, 1).await;
+    let (status, _) = parts(
+        &ingest
+            .handle(post(Version::V2, &cancelled, "cancel", org).build())
+            .await,
+    );
+    assert_eq!(status, StatusCode::OK);
+
+    let dying = create(&ingest, org, 2).await;
+    let claimed = store.claim(10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "only the job not cancelled is claimed");
+    assert_eq!(claimed[0].id.to_string(), dying);
+    let dead = integration_tests::completion(&claimed[0], Decision::Dead, None);
+    store.complete(&[dead]).await.unwrap();
+
+    let (status, body) = parts(
+        &ingest
+            .handle(post(Version::V1, &dying, "requeue", org).build())
+            .await,
+    );
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let again = store.claim(10).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempt, 2, "attempt numbers keep counting");
+    assert_eq!(
+        again[0].max_attempts, 6,
+        "a fresh budget of 5 on top of the 1 used"
+    );
+    let sent = integration_tests::completion(&again[0], Decision::Sent, Some("m-2"));
+    store.complete(&[sent]).await.unwrap();
+    let (_, job) = parts(
+        &ingest
+            .handle(ApiRequest::get(Version::V2, &dying).org(org).build())
+            .await,
+    );
+    assert_eq!(job["status"], "sent");
+    let outcomes: Vec<&str> = job["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["dead", "sent"], "the history is kept");
+}
+
+/// Cancels racing claims: every job ends either cancelled (and never claimed) or claimed
+/// (and the cancel refused), never both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_cancel_and_claim_never_both_win() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let org = new_org();
+    let ids = insert_due_jobs(&client, 400).await;
+    client
+        .execute("UPDATE notification_jobs SET organization_id = $1", &[&org])
+        .await
+        .unwrap();
+    let claimer = db.store().await;
+    let claims = tokio::spawn(async move {
+        let mut claimed = HashSet::new();
+        loop {
+            let batch = claimer.claim(7).await.unwrap();
+            if batch.is_empty() {
+                return claimed;
+            }
+            claimed.extend(batch.into_iter().map(|j| j.id));
+        }
+    });
+    let canceller = db.store().await;
+    let cancels = tokio::spawn(async move {
+        let mut cancelled = HashSet::new();
+        for id in ids.into_iter().rev() {
+            if let shared::store::Transition::Done(_) = canceller.cancel(org, id).await.unwrap() {
+                cancelled.insert(id);
+            }
+        }
+        cancelled
+    });
+    let (claimed, cancelled) = (claims.await.unwrap(), cancels.await.unwrap());
+    assert!(
+        claimed.is_disjoint(&cancelled),
+        "no job both claimed and cancelled"
+    );
+    assert_eq!(
+        claimed.len() + cancelled.len(),
+        400,
+        "every job went one way"
+    );
+    assert!(
+        !claimed.is_empty() && !cancelled.is_empty(),
+        "the two really raced"
+    );
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'cancelled'),
+                    count(*) FILTER (WHERE status = 'processing')
+             FROM notification_jobs",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i64>(0) as usize, row.get::<_, i64>(1) as usize),
+        (cancelled.len(), claimed.len())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn listing_pages_through_every_job_once_while_new_ones_arrive() {
+    let db = TestDb::new().await;
+    let ingest = Arc::new(service(&db).await);
+    let org = new_org();
+    let client = db.client().await;
+    let existing: HashSet<String> = insert_due_jobs(&client, 1_000)
+        .await
+        .into_iter()
+        .map(|id| id.to_string())
+        .collect();
+    client
+        .execute(
+            "UPDATE notification_jobs SET organization_id = $1,
+                    created_at = created_at - interval '1 minute'",
+            &[&org],
+        )
+        .await
+        .unwrap();
+    // another tenant's jobs never show
+    let other = new_org();
+    create(&ingest, other, 0).await;
+
+    // new jobs keep arriving while we page
+    let writer = {
+        let ingest = ingest.clone();
+        tokio::spawn(async move {
+            for n in 0..100 {
+                create(&ingest, org, n).await;
+            }
+        })
+    };
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut path = "/notifications?limit=37".to_owned();
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={c}"));
+        }
+        let response = ingest
+            .handle(ApiRequest::new(Version::V2, "GET", &path).org(org).build())
+            .await;
+        let (status, page) = parts(&response);
+        assert_eq!(status, StatusCode::OK, "{page}");
+        pages += 1;
+        for item in page["items"].as_array().unwrap() {
+            seen.push(item["id"].as_str().unwrap().to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+        assert!(pages < 100, "paging ends");
+    }
+    writer.await.unwrap();
+    let unique: HashSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "no job listed twice");
+    assert!(existing.is_subset(&unique), "no existing job missed");
+    assert!(pages >= 28, "1,000 jobs in pages of 37");
+
+    // a status filter, and bad parameters
+    let (status, page) = parts(
+        &ingest
+            .handle(
+                ApiRequest::new(Version::V1, "GET", "/notifications?status=dead")
+                    .org(org)
+                    .build(),
+            )
+            .await,
+    );
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["items"].as_array().unwrap().len(), 0);
+    let (status, err) = parts(
+        &ingest
+            .handle(
+                ApiRequest::new(Version::V2, "GET", "/notifications?status=lost&limit=9999")
+                    .org(org)
+                    .build(),
+            )
+            .await,
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(err["error"]["fields"].as_array().unwrap().len(), 2);
+}
