@@ -1,0 +1,48 @@
+// The benchmark's peer: graphile-worker draining no-op jobs, with its batching options on.
+// Driven by bench/src/peer.rs:
+//   node drain.js setup   install graphile-worker's schema into PEER_DATABASE_URL
+//   node drain.js work    drain every due job once (runOnce), then print {"start_ms","end_ms"}
+// The settings are the ones graphile-worker's own performance test uses for its published
+// figure (perfTest/graphile.config.js): 24 concurrent jobs, a pool of 25, a local queue of 500
+// (refetch delay 10 ms), completions and failures batched with a 0 ms delay.
+"use strict";
+const { Logger, runMigrations, runOnce } = require("graphile-worker");
+
+const connectionString = process.env.PEER_DATABASE_URL;
+const concurrentJobs = Number(process.env.PEER_CONCURRENCY || 24);
+const localQueueSize = Number(process.env.PEER_LOCAL_QUEUE || 500);
+
+const preset = {
+  worker: {
+    connectionString,
+    concurrentJobs,
+    maxPoolSize: concurrentJobs + 1,
+    localQueue: { size: localQueueSize, refetchDelay: { durationMs: 10 } },
+    completeJobBatchDelay: 0,
+    failJobBatchDelay: 0,
+  },
+};
+// quiet: only warnings and errors reach stderr
+const logger = new Logger(() => (level, message) => {
+  if (level === "error" || level === "warning") process.stderr.write(`graphile-worker: ${message}\n`);
+});
+
+async function main() {
+  if (!connectionString) throw new Error("PEER_DATABASE_URL is not set");
+  const mode = process.argv[2];
+  if (mode === "setup") {
+    await runMigrations({ connectionString, logger });
+    return;
+  }
+  if (mode !== "work") throw new Error(`unknown mode ${mode}: expected setup or work`);
+  const taskList = { noop: async () => {} };
+  const start = Date.now();
+  await runOnce({ preset, taskList, noHandleSignals: true, logger });
+  const end = Date.now();
+  process.stdout.write(JSON.stringify({ start_ms: start, end_ms: end }) + "\n");
+}
+
+main().catch((err) => {
+  process.stderr.write(`graphile-worker peer failed: ${err && err.stack ? err.stack : err}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,202 @@
+//! The benchmark's databases on the server `DATABASE_URL` names: `notif_bench` (migrated,
+//! for our code and pgbench) and `notif_bench_peer` (for the peer), both created fresh.
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use shared::db::DbConfig;
+use tokio_postgres::Client;
+
+pub const DB: &str = "notif_bench";
+pub const PEER_DB: &str = "notif_bench_peer";
+
+pub struct Bench {
+    /// The benchmark database, as a URL (for pgbench) and as a config (for our code).
+    pub url: String,
+    pub config: DbConfig,
+    pub peer_url: String,
+    admin: DbConfig,
+    /// A connection for set-up, resets and checks (not used by what is measured).
+    pub client: Client,
+}
+
+impl Bench {
+    pub async fn setup(admin_url: &str) -> Result<Self> {
+        let admin = DbConfig::new(admin_url, None).context("DATABASE_URL")?;
+        let client = admin.connect().await.context("connect to DATABASE_URL")?;
+        for db in [DB, PEER_DB] {
+            // one statement each: a multi-statement string runs as one transaction
+            for statement in [
+                format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+                format!("CREATE DATABASE {db}"),
+            ] {
+                client
+                    .batch_execute(&statement)
+                    .await
+                    .with_context(|| format!("create the database {db}"))?;
+            }
+        }
+        let config = admin.with_dbname(DB);
+        let mut client = config.connect().await.context("connect to notif_bench")?;
+        shared::migrate::run(&mut client)
+            .await
+            .context("migrate notif_bench")?;
+        Ok(Self {
+            url: url_with_db(admin_url, DB)?,
+            peer_url: url_with_db(admin_url, PEER_DB)?,
+            config,
+            admin,
+            client,
+        })
+    }
+
+    /// Drops the two databases.
+    pub async fn teardown(self) {
+        drop(self.client);
+        if let Ok(client) = self.admin.connect().await {
+            for db in [DB, PEER_DB] {
+                let _ = client
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+                    .await;
+            }
+        }
+    }
+
+    /// An empty queue: no jobs, no delivery rows.
+    pub async fn truncate(&self) -> Result<()> {
+        self.client
+            .batch_execute("TRUNCATE notification_deliveries, notification_jobs")
+            .await
+            .context("truncate")?;
+        Ok(())
+    }
+
+    /// Adds `n` due jobs (half SMS, half email, as ingest writes them) in one statement.
+    pub async fn insert_due(&self, n: i64) -> Result<()> {
+        self.client
+            .execute(
+                "INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
+                 SELECT '0b9d8c1e-0000-4000-8000-000000000001'::uuid,
+                        CASE WHEN g % 2 = 0 THEN 'sms' ELSE 'email' END,
+                        CASE WHEN g % 2 = 0
+                             THEN jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'),
+                                                     'message', 'Your invoice is paid')
+                             ELSE jsonb_build_object('to', 'user' || g || '@example.com',
+                                                     'subject', 'Invoice paid',
+                                                     'text', 'Your invoice is paid')
+                        END,
+                        now() - interval '1 second'
+                 FROM generate_series(1, $1::bigint) AS g",
+                &[&n],
+            )
+            .await
+            .context("insert due jobs")?;
+        Ok(())
+    }
+
+    /// Statistics fresh, visibility map set, dirty pages flushed: every run starts alike.
+    pub async fn settle(&self) -> Result<()> {
+        for table in ["notification_jobs", "notification_deliveries"] {
+            self.client
+                .batch_execute(&format!("VACUUM ANALYZE {table}"))
+                .await
+                .context("vacuum")?;
+        }
+        // needs superuser (the benchmark's own cluster); elsewhere the run is a bit noisier
+        let _ = self.client.batch_execute("CHECKPOINT").await;
+        Ok(())
+    }
+
+    /// TRUNCATE, `n` due jobs, settle.
+    pub async fn reset(&self, n: i64) -> Result<()> {
+        self.truncate().await?;
+        self.insert_due(n).await?;
+        self.settle().await
+    }
+
+    /// Jobs by status and delivery rows.
+    pub async fn counts(&self) -> Result<Counts> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT count(*) FILTER (WHERE status = 'sent'),
+                        count(*) FILTER (WHERE status IN ('pending', 'failed', 'processing')),
+                        (SELECT count(*) FROM notification_deliveries)
+                 FROM notification_jobs",
+                &[],
+            )
+            .await
+            .context("count jobs")?;
+        Ok(Counts {
+            sent: row.get(0),
+            open: row.get(1),
+            deliveries: row.get(2),
+        })
+    }
+
+    /// The server's version and the settings that decide durability.
+    pub async fn settings(&self) -> Result<Value> {
+        let mut out = serde_json::Map::new();
+        for name in [
+            "server_version",
+            "fsync",
+            "synchronous_commit",
+            "full_page_writes",
+            "wal_sync_method",
+            "shared_buffers",
+            "max_wal_size",
+        ] {
+            let row = self
+                .client
+                .query_one(&format!("SHOW {name}"), &[])
+                .await
+                .with_context(|| format!("SHOW {name}"))?;
+            out.insert(name.into(), json!(row.get::<_, String>(0)));
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Counts {
+    pub sent: i64,
+    pub open: i64,
+    pub deliveries: i64,
+}
+
+/// `postgres://user@host:port/db?params` with another database name.
+pub fn url_with_db(url: &str, db: &str) -> Result<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        bail!("DATABASE_URL must be a postgres:// URL for the benchmark (pgbench and the peer use it)");
+    };
+    let (main, query) = match rest.split_once('?') {
+        Some((m, q)) => (m, Some(q)),
+        None => (rest, None),
+    };
+    let authority = main.split_once('/').map_or(main, |(a, _)| a);
+    Ok(match query {
+        Some(q) => format!("{scheme}://{authority}/{db}?{q}"),
+        None => format!("{scheme}://{authority}/{db}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_get_another_database() {
+        assert_eq!(
+            url_with_db(
+                "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+                "b"
+            )
+            .unwrap(),
+            "postgres://postgres@127.0.0.1:5432/b?sslmode=disable"
+        );
+        assert_eq!(
+            url_with_db("postgresql://u:p@h", "b").unwrap(),
+            "postgresql://u:p@h/b"
+        );
+        assert!(url_with_db("host=h dbname=x", "b").is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! 1 and 7: worked jobs/s over the grid of workers × batch sizes, and the worker's CPU per job.
+//!
+//! Each worker is what one Lambda invocation runs: its own `PgStore` (one connection) and
+//! `shared::worker::run` with the default `WORKER_CONCURRENCY`, delivering through an instant
+//! no-op port. The real claim and complete statements run, delivery rows included.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
+use shared::store::{ClaimedJob, JobStore, PgStore};
+use shared::worker::{self, WorkerConfig, WorkerSummary};
+use uuid::Uuid;
+
+use crate::db::Bench;
+use crate::stats::{process_cpu, round};
+
+/// The delivery port answering at once, as a provider that takes no time.
+pub struct NoopDeliverer;
+
+#[async_trait]
+impl Deliverer for NoopDeliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
+        Ok(job.id.to_string())
+    }
+}
+
+/// A no-op port that notes when each job reached it.
+#[derive(Default)]
+pub struct RecordingDeliverer {
+    pub calls: Mutex<HashMap<Uuid, Instant>>,
+}
+
+#[async_trait]
+impl Deliverer for RecordingDeliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
+        let now = Instant::now();
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(job.id)
+            .or_insert(now);
+        Ok(job.id.to_string())
+    }
+}
+
+/// The worker settings of the benchmark: the defaults, with this batch size.
+pub fn worker_config(batch_size: u32) -> WorkerConfig {
+    WorkerConfig {
+        batch_size,
+        ..WorkerConfig::new(DeliveryConfig::new("bench@example.com"))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub workers: usize,
+    pub batch: u32,
+    pub jobs: i64,
+    pub secs: f64,
+    pub jobs_per_sec: f64,
+    pub cpu_ms_per_job: f64,
+}
+
+impl Cell {
+    pub fn json(&self) -> Value {
+        json!({
+            "workers": self.workers,
+            "batch": self.batch,
+            "jobs": self.jobs,
+            "secs": round(self.secs, 3),
+            "jobs_per_sec": round(self.jobs_per_sec, 1),
+            "cpu_ms_per_job": round(self.cpu_ms_per_job, 4),
+        })
+    }
+}
+
+/// Opens `n` stores (one connection each) before any clock starts: a warm Lambda holds its
+/// connection.
+pub async fn open_stores(bench: &Bench, n: usize) -> Result<Vec<PgStore>> {
+    let mut stores = Vec::with_capacity(n);
+    for _ in 0..n {
+        stores.push(
+            PgStore::connect(bench.config.clone())
+                .await
+                .context("open a worker's store")?,
+        );
+    }
+    Ok(stores)
+}
+
+/// Runs one worker per store at once, each until nothing is due (or `deadline`).
+pub async fn run_workers(
+    stores: Vec<Arc<dyn JobStore>>,
+    cfg: &WorkerConfig,
+    deliverer: Arc<dyn Deliverer>,
+    deadline: Instant,
+) -> Result<Vec<WorkerSummary>> {
+    let tasks: Vec<_> = stores
+        .into_iter()
+        .map(|store| {
+            let deliverer = deliverer.clone();
+            let cfg = cfg.clone();
+            tokio::spawn(async move { worker::run(&*store, &*deliverer, &cfg, deadline).await })
+        })
+        .collect();
+    let mut summaries = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        summaries.push(task.await.context("worker task")?.context("worker run")?);
+    }
+    Ok(summaries)
+}
+
+/// Far enough: such a run ends when nothing is due, never on the deadline.
+pub fn no_deadline() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
+/// One grid point: `jobs` due jobs drained by `workers` workers claiming `batch` at a time.
+pub async fn cell(bench: &Bench, jobs: i64, workers: usize, batch: u32) -> Result<Cell> {
+    bench.reset(jobs).await?;
+    let cfg = worker_config(batch);
+    let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, workers)
+        .await?
+        .into_iter()
+        .map(|s| Arc::new(s) as Arc<dyn JobStore>)
+        .collect();
+    let cpu0 = process_cpu();
+    let started = Instant::now();
+    let summaries = run_workers(stores, &cfg, Arc::new(NoopDeliverer), no_deadline()).await?;
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = process_cpu().saturating_sub(cpu0);
+    let sent: u64 = summaries.iter().map(|s| s.sent).sum();
+    let counts = bench.counts().await?;
+    ensure!(
+        counts.sent == jobs && counts.deliveries == jobs && sent as i64 == jobs,
+        "workers={workers} batch={batch}: {jobs} jobs, but {} sent ({sent} reported), {} delivery rows, {} still open",
+        counts.sent,
+        counts.deliveries,
+        counts.open
+    );
+    Ok(Cell {
+        workers,
+        batch,
+        jobs,
+        secs,
+        jobs_per_sec: jobs as f64 / secs,
+        cpu_ms_per_job: cpu.as_secs_f64() * 1000.0 / jobs as f64,
+    })
+}

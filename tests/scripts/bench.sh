@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make bench: the benchmark of issue 7 on a PostgreSQL of its own, with durable settings
+# (fsync and synchronous_commit on, unlike the test cluster), started here and stopped after.
+#
+#   tests/scripts/bench.sh            full run, optimized build (profile bench-fast)
+#   tests/scripts/bench.sh --quick    small run, debug build (the CI smoke test)
+#
+# Any other arguments go to the bench binary (--peer, --no-peer). BENCH_PROFILE overrides
+# the cargo profile (dev, release, bench-fast). With DATABASE_URL set, that server is used
+# instead (the benchmark creates and drops its own databases on it).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+# a state folder of its own: never the cluster of `make db/up` or of the tests
+export NOTIF_STATE="$ROOT/.local/bench"
+# durable defaults: the test-only fsync=off / full_page_writes=off are not applied
+export PG_EXTRA_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+# shellcheck source=services.sh
+. tests/scripts/services.sh
+
+quick=false
+for arg in "$@"; do [ "$arg" = --quick ] && quick=true; done
+if [ -n "${BENCH_PROFILE:-}" ]; then
+  profile=$BENCH_PROFILE
+elif $quick; then
+  profile=dev
+else
+  profile=bench-fast
+fi
+
+# build first, so the database is not up (and the machine not busy) during a long compile
+echo "bench: building (profile $profile)" >&2
+cargo build -q -p bench --profile "$profile"
+case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
+bin="$ROOT/target/$dir/bench"
+
+started_pg=false
+if [ -z "${DATABASE_URL:-}" ]; then started_pg=true; fi
+cleanup() { if $started_pg; then pg_down; fi; }
+trap cleanup EXIT
+pg_up
+echo "bench: uptime: $(uptime)" >&2
+"$bin" "$@"
