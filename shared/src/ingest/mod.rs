@@ -4,6 +4,7 @@
 //! is either "accepted and persisted" or a refusal that wrote nothing, in one JSON error
 //! shape: `{"error":{"code","message","fields":[{"field","message"}]}}`.
 
+pub mod batch;
 mod listing;
 pub mod validate;
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use lambda_http::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use lambda_http::http::{header, HeaderMap, Method, StatusCode};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
@@ -26,6 +27,8 @@ pub use validate::{validate, FieldError, SendRequest};
 
 /// Bodies above this size are refused with 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// A batch's body may be larger: up to [`batch::MAX_ITEMS`] notifications.
+pub const MAX_BATCH_BODY_BYTES: usize = 1024 * 1024;
 /// Seconds a client is told to wait when the database is unavailable.
 pub const RETRY_AFTER_SECS: u32 = 5;
 
@@ -96,6 +99,7 @@ impl ApiError {
 
 enum Route {
     Create,
+    Batch,
     List,
     Get(String),
     Cancel(String),
@@ -184,6 +188,7 @@ impl Ingest {
         };
         let response = match route {
             Route::Create => self.create(req, organization_id).await,
+            Route::Batch => self.batch(req, organization_id).await,
             Route::List => self.list(req, organization_id).await,
             Route::Get(id) => self.get(organization_id, &id).await,
             Route::Cancel(id) => self.transition(organization_id, &id, Change::Cancel).await,
@@ -201,23 +206,8 @@ impl Ingest {
         req: &Request,
         organization_id: Uuid,
     ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
-        check_content_type(req.headers())?;
-        let bytes: &[u8] = req.body().as_ref();
-        if bytes.len() > MAX_BODY_BYTES {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body must be at most {MAX_BODY_BYTES} bytes"),
-            ));
-        }
+        let body = json_body(req, MAX_BODY_BYTES)?;
         let key = idempotency_key(req.headers())?;
-        let body: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_json",
-                format!("the body is not valid JSON: {e}"),
-            )
-        })?;
         let request = validate(&body, Utc::now()).map_err(ApiError::invalid)?;
         let job = NewJob {
             organization_id,
@@ -351,6 +341,66 @@ impl Ingest {
     }
 }
 
+impl Ingest {
+    /// `POST /notifications/batch`: every valid item inserted in one statement; the answer
+    /// says, item by item, what became of it.
+    async fn batch(
+        &self,
+        req: &Request,
+        organization_id: Uuid,
+    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+        let body = json_body(req, MAX_BATCH_BODY_BYTES)?;
+        let items = batch::items(&body).map_err(ApiError::invalid)?;
+        let now = Utc::now();
+        let checked: Vec<Result<NewJob, Vec<FieldError>>> = items
+            .iter()
+            .map(|item| batch::new_job(item, organization_id, now))
+            .collect();
+        let valid: Vec<NewJob> = checked
+            .iter()
+            .filter_map(|c| c.as_ref().ok().cloned())
+            .collect();
+        let mut inserted = self
+            .store
+            .insert_many(&valid)
+            .await
+            .map_err(|e| {
+                log_store_error(&e);
+                ApiError::from_store(&e)
+            })?
+            .into_iter();
+        let results: Vec<batch::ItemResult> = checked
+            .into_iter()
+            .enumerate()
+            .map(|(index, check)| match check {
+                Err(errors) => batch::ItemResult::invalid(index, errors),
+                Ok(_) => batch::ItemResult::stored(index, inserted.next()),
+            })
+            .collect();
+        Ok((StatusCode::OK, batch::answer(&results), None))
+    }
+}
+
+/// The body as JSON, after the content type and size checks.
+fn json_body(req: &Request, max_bytes: usize) -> Result<serde_json::Value, ApiError> {
+    check_content_type(req.headers())?;
+    let bytes: &[u8] = req.body().as_ref();
+    if bytes.len() > max_bytes {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body must be at most {max_bytes} bytes"),
+        ));
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("the body is not valid JSON: {e}"),
+        )
+    })
+}
+
 fn parse_id(id: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(id).map_err(|_| {
         let mut err = ApiError::new(
@@ -410,6 +460,10 @@ fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
             Method::POST => (Some(Route::Create), "POST /notifications", "GET, POST"),
             Method::GET => (Some(Route::List), "GET /notifications", "GET, POST"),
             _ => (None, "/notifications", "GET, POST"),
+        },
+        ["notifications", "batch"] => match method {
+            Method::POST => (Some(Route::Batch), "POST /notifications/batch", "POST"),
+            _ => (None, "/notifications/batch", "POST"),
         },
         ["notifications", id] => match method {
             Method::GET => (
@@ -532,16 +586,17 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
+/// An idempotency key: 1–255 visible ASCII characters.
+pub(crate) fn valid_key(bytes: &[u8]) -> bool {
+    (1..=255).contains(&bytes.len()) && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
+}
+
 /// The `Idempotency-Key` header: 1–255 visible ASCII characters.
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
-    let valid = |v: &HeaderValue| {
-        let bytes = v.as_bytes();
-        (1..=255).contains(&bytes.len()) && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
-    };
-    if valid(value) {
+    if valid_key(value.as_bytes()) {
         Ok(Some(String::from_utf8_lossy(value.as_bytes()).into_owned()))
     } else {
         let mut err = ApiError::new(

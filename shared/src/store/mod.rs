@@ -186,6 +186,9 @@ pub trait JobStore: Send + Sync {
     /// Persists a new job; with an idempotency key, a repeat writes nothing.
     async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError>;
 
+    /// Persists many jobs in one statement; the results are in the order of `jobs`.
+    async fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>, StoreError>;
+
     /// The organization's job with its delivery attempts, `None` if unknown or another's.
     async fn get(&self, organization_id: Uuid, id: Uuid) -> Result<Option<JobView>, StoreError>;
 

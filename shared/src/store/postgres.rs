@@ -25,8 +25,9 @@ pub mod sql {
     /// complete.sql as written: its `claimed` CTE is a marker that [`complete_and_claim`]
     /// fills with [`CLAIM`].
     pub const COMPLETE: &str = include_str!("../../sql/complete.sql");
-    pub const INSERT_JOB: &str = include_str!("../../sql/insert_job.sql");
-    pub const FIND_BY_IDEMPOTENCY_KEY: &str = include_str!("../../sql/find_by_idempotency_key.sql");
+    pub const INSERT_JOBS: &str = include_str!("../../sql/insert_jobs.sql");
+    pub const FIND_BY_IDEMPOTENCY_KEYS: &str =
+        include_str!("../../sql/find_by_idempotency_keys.sql");
     pub const GET_JOB: &str = include_str!("../../sql/get_job.sql");
     pub const LIST_DELIVERIES: &str = include_str!("../../sql/list_deliveries.sql");
     pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
@@ -49,8 +50,8 @@ struct Conn {
     client: Client,
     claim: Statement,
     complete: Statement,
-    insert_job: Statement,
-    find_by_idempotency_key: Statement,
+    insert_jobs: Statement,
+    find_by_idempotency_keys: Statement,
     get_job: Statement,
     list_deliveries: Statement,
     sweep: Statement,
@@ -72,8 +73,8 @@ impl Conn {
         let (
             claim,
             complete,
-            insert_job,
-            find_by_idempotency_key,
+            insert_jobs,
+            find_by_idempotency_keys,
             get_job,
             list_deliveries,
             sweep,
@@ -85,8 +86,8 @@ impl Conn {
         ) = futures::try_join!(
             client.prepare(sql::CLAIM),
             client.prepare(&complete),
-            client.prepare(sql::INSERT_JOB),
-            client.prepare(sql::FIND_BY_IDEMPOTENCY_KEY),
+            client.prepare(sql::INSERT_JOBS),
+            client.prepare(sql::FIND_BY_IDEMPOTENCY_KEYS),
             client.prepare(sql::GET_JOB),
             client.prepare(sql::LIST_DELIVERIES),
             client.prepare(sql::SWEEP),
@@ -101,8 +102,8 @@ impl Conn {
             client,
             claim,
             complete,
-            insert_job,
-            find_by_idempotency_key,
+            insert_jobs,
+            find_by_idempotency_keys,
             get_job,
             list_deliveries,
             sweep,
@@ -254,44 +255,100 @@ fn summary(row: &Row) -> Result<JobSummary, StoreError> {
 #[async_trait]
 impl JobStore for PgStore {
     async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError> {
+        let mut results = self.insert_many(std::slice::from_ref(job)).await?;
+        results
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("insert returned no result".into()))
+    }
+
+    async fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = jobs.iter().map(|_| Uuid::new_v4()).collect();
+        let orgs: Vec<Uuid> = jobs.iter().map(|j| j.organization_id).collect();
+        let channels: Vec<&str> = jobs.iter().map(|j| j.channel.as_str()).collect();
+        let payloads: Vec<&serde_json::Value> = jobs.iter().map(|j| &j.payload).collect();
+        let max_attempts: Vec<i32> = jobs.iter().map(|j| j.max_attempts).collect();
+        let due: Vec<DateTime<Utc>> = jobs.iter().map(|j| j.next_attempt_at).collect();
+        let keys: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.idempotency.as_ref().map(|i| i.key.as_str()))
+            .collect();
+        let hashes: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.idempotency.as_ref().map(|i| i.request_hash.as_str()))
+            .collect();
         let conn = self.conn().await?;
-        let (key, hash) = match &job.idempotency {
-            Some(i) => (Some(i.key.as_str()), Some(i.request_hash.as_str())),
-            None => (None, None),
-        };
-        let inserted = conn
+        let rows = conn
             .client
-            .query_opt(
-                &conn.insert_job,
+            .query(
+                &conn.insert_jobs,
                 &[
-                    &job.organization_id,
-                    &job.channel.as_str(),
-                    &job.payload,
-                    &job.max_attempts,
-                    &job.next_attempt_at,
-                    &key,
-                    &hash,
+                    &ids,
+                    &orgs,
+                    &channels,
+                    &payloads,
+                    &max_attempts,
+                    &due,
+                    &keys,
+                    &hashes,
                 ],
             )
             .await
             .map_err(map_err)?;
-        if let Some(row) = inserted {
-            return Ok(Inserted::Created(summary(&row)?));
+        let mut created = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let summary = summary(row)?;
+            created.insert(summary.id, summary);
         }
-        // Only a key conflict inserts nothing; the first request with that key has
-        // committed by now (ON CONFLICT waited for it), so this read sees it.
-        let row = conn
-            .client
-            .query_opt(&conn.find_by_idempotency_key, &[&job.organization_id, &key])
-            .await
-            .map_err(map_err)?
-            .ok_or_else(|| StoreError::Corrupt("idempotency conflict without a row".into()))?;
-        let stored_hash: &str = row.get(3);
-        if Some(stored_hash) == hash {
-            Ok(Inserted::Existing(summary(&row)?))
-        } else {
-            Ok(Inserted::KeyReused)
+        // Only a key conflict inserts nothing; the job holding the key has committed by now
+        // (ON CONFLICT waited for it), so this read sees it. Keys are per organization.
+        let mut existing = std::collections::HashMap::new();
+        let missing: Vec<(Uuid, &str)> = jobs
+            .iter()
+            .zip(&ids)
+            .filter(|(_, id)| !created.contains_key(*id))
+            .filter_map(|(job, _)| {
+                Some((job.organization_id, job.idempotency.as_ref()?.key.as_str()))
+            })
+            .collect();
+        let mut by_org: std::collections::BTreeMap<Uuid, Vec<&str>> = Default::default();
+        for (org, key) in missing {
+            by_org.entry(org).or_default().push(key);
         }
+        for (org, keys) in by_org {
+            let rows = conn
+                .client
+                .query(&conn.find_by_idempotency_keys, &[&org, &keys])
+                .await
+                .map_err(map_err)?;
+            for row in &rows {
+                let hash: String = row.get(3);
+                let key: String = row.get(4);
+                existing.insert((org, key), (summary(row)?, hash));
+            }
+        }
+        jobs.iter()
+            .zip(&ids)
+            .map(|(job, id)| {
+                if let Some(summary) = created.get(id) {
+                    return Ok(Inserted::Created(summary.clone()));
+                }
+                let idempotency = job.idempotency.as_ref().ok_or_else(|| {
+                    StoreError::Corrupt("a job without a key was not inserted".into())
+                })?;
+                match existing.get(&(job.organization_id, idempotency.key.clone())) {
+                    Some((summary, hash)) if *hash == idempotency.request_hash => {
+                        Ok(Inserted::Existing(summary.clone()))
+                    }
+                    Some(_) => Ok(Inserted::KeyReused),
+                    None => Err(StoreError::Corrupt(
+                        "idempotency conflict without a row".into(),
+                    )),
+                }
+            })
+            .collect()
     }
 
     async fn get(&self, organization_id: Uuid, id: Uuid) -> Result<Option<JobView>, StoreError> {
