@@ -14,7 +14,7 @@ async fn service(db: &TestDb) -> Ingest {
 }
 
 fn item(n: usize) -> Value {
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         json!({"channel": "sms", "to": format!("+1555{n:07}"), "message": format!("code {n}")})
     } else {
         json!({"channel": "email", "to": format!("user{n}@example.com"), "subject": "Hi", "text": "Hello"})
