@@ -40,6 +40,10 @@ test: ## Run every test (starts PostgreSQL and the AWS stand-in unless DATABASE_
 bench: ## Benchmark (issue 7) on its own durable PostgreSQL: jobs/s grid, claim latency, ingest, latency, graphile-worker, pgbench ceiling
 	tests/scripts/bench.sh
 
+.PHONY: faults
+faults: ## The fault suite: real binaries under kill -9, a PostgreSQL restart, a provider outage, load, hostile input; prints the table (QUICK=1: short version)
+	tests/scripts/faults.sh $(if $(QUICK),--quick)
+
 .PHONY: lint
 lint: lint/template ## cargo fmt --check, clippy with warnings as errors, and the template checks
 	cargo fmt --all -- --check

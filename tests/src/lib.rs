@@ -6,6 +6,7 @@
 //! [`TestDb`] goes out of scope.
 
 pub mod apigw;
+pub mod faults;
 pub mod proxy;
 pub mod stand_in;
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `make faults`: the fault suite of issue 8. Starts a throwaway PostgreSQL cluster of its own
+# (scenario 2 restarts it, so never DATABASE_URL's server) and the AWS stand-in (moto, unless
+# AWS_ENDPOINT_URL is set), builds the three function binaries, runs the suite and stops
+# what it started, also when the suite fails.
+#
+#   tests/scripts/faults.sh            the full suite (the README's table)
+#   tests/scripts/faults.sh --quick    the short version CI runs
+#   tests/scripts/faults.sh --only 1,3 some scenarios
+#
+# The binaries' logs stay in target/faults-logs/ (FAULTS_LOG_DIR), the table in
+# target/faults-table.md (FAULTS_TABLE).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=tests/scripts/services.sh
+. tests/scripts/services.sh
+NOTIF_STATE=$(mktemp -d "${TMPDIR:-/tmp}/notif-faults.XXXXXX")
+cleanup() { stand_in_down; pg_down; rm -rf "$NOTIF_STATE"; }
+trap cleanup EXIT
+
+if [ -z "${FAULTS_NO_BUILD:-}" ]; then # FAULTS_NO_BUILD=1: run the binaries already built
+  echo "faults: building the function binaries and the suite"
+  cargo build -q -p ingest -p worker -p sweeper
+  cargo build -q -p integration-tests --bin faults
+fi
+
+unset DATABASE_URL # our own cluster: scenario 2 restarts it
+pg_up
+stand_in_up
+# shellcheck disable=SC1091
+. "$NOTIF_STATE/pg.env"
+export DATABASE_URL FAULTS_PG_DIR="$PG_DIR" FAULTS_PG_BINDIR="$PG_BINDIR_USED"
+export FAULTS_TABLE=${FAULTS_TABLE:-$PWD/target/faults-table.md}
+target/debug/faults "$@"

@@ -1,0 +1,190 @@
+//! Function binaries as child processes, each polling an [`Emulator`], with stdout and
+//! stderr appended to a log file the suite greps afterwards.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use super::runtime::{Emulator, Outcome};
+
+/// Where the binaries are and what every process gets in its environment.
+#[derive(Clone, Debug)]
+pub struct Launcher {
+    pub bin_dir: PathBuf,
+    pub log_dir: PathBuf,
+    pub base_env: Vec<(String, String)>,
+}
+
+/// A running function process.
+pub struct Process {
+    pub name: String,
+    child: Child,
+}
+
+impl Launcher {
+    /// Starts `binary` polling `emulator`, with `env` on top of the base environment.
+    pub fn spawn(
+        &self,
+        binary: &str,
+        emulator: &Emulator,
+        env: &[(&str, String)],
+        log: &str,
+    ) -> Process {
+        let log_path = self.log_dir.join(format!("{log}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap_or_else(|e| panic!("open {}: {e}", log_path.display()));
+        let err = out.try_clone().unwrap();
+        let mut cmd = Command::new(self.bin_dir.join(binary));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("AWS_LAMBDA_RUNTIME_API", emulator.address())
+            .env("AWS_LAMBDA_FUNCTION_NAME", binary)
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_LOG_STREAM_NAME", "faults")
+            .env("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{binary}"));
+        for (k, v) in &self.base_env {
+            cmd.env(k, v);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.bin_dir.join(binary).display()));
+        Process {
+            name: log.to_owned(),
+            child,
+        }
+    }
+
+    /// Every log file written so far, concatenated.
+    pub fn all_logs(&self) -> String {
+        let mut all = String::new();
+        if let Ok(entries) = std::fs::read_dir(&self.log_dir) {
+            for entry in entries.flatten() {
+                if let Ok(bytes) = std::fs::read(entry.path()) {
+                    all.push_str(&String::from_utf8_lossy(&bytes));
+                }
+            }
+        }
+        all
+    }
+
+    pub fn log_path(&self, log: &str) -> PathBuf {
+        self.log_dir.join(format!("{log}.log"))
+    }
+}
+
+impl Process {
+    /// SIGKILL, as when Lambda stops an environment or the host dies.
+    pub async fn kill9(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+}
+
+/// A function: one emulator and the processes polling it.
+pub struct Function {
+    pub binary: String,
+    pub emulator: Emulator,
+    pub processes: Vec<Process>,
+    pub spawned: usize,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Function {
+    pub async fn start(
+        launcher: &Launcher,
+        binary: &str,
+        env: Vec<(&'static str, String)>,
+        processes: usize,
+    ) -> Self {
+        let emulator = Emulator::start().await;
+        let mut f = Self {
+            binary: binary.to_owned(),
+            emulator,
+            processes: Vec::new(),
+            spawned: 0,
+            env,
+        };
+        for _ in 0..processes {
+            f.add_process(launcher);
+        }
+        f.wait_ready(processes).await;
+        f
+    }
+
+    /// One more process (a cold start).
+    pub fn add_process(&mut self, launcher: &Launcher) {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        self.spawned += 1;
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = format!("{}-{seq:04}", self.binary);
+        let p = launcher.spawn(&self.binary, &self.emulator, &self.env, &log);
+        self.processes.push(p);
+    }
+
+    /// Waits until `n` processes polled at least once more than before (ready).
+    pub async fn wait_ready(&mut self, n: usize) {
+        let ok = self
+            .emulator
+            .wait_polls(n as u64, Duration::from_secs(60))
+            .await;
+        assert!(
+            ok,
+            "{}: {} processes did not come up within 60 s; init errors: {:?}",
+            self.binary,
+            n,
+            self.emulator.init_errors()
+        );
+    }
+
+    /// Invokes with `timeout` as the deadline; `None` when no answer within timeout + 2 s.
+    pub async fn call(&self, event: &[u8], timeout: Duration) -> Option<Outcome> {
+        self.emulator
+            .call(event, timeout, timeout + Duration::from_secs(2))
+            .await
+    }
+
+    pub async fn kill_all(&mut self) {
+        for p in &mut self.processes {
+            p.kill9().await;
+        }
+        self.processes.clear();
+    }
+
+    pub fn alive(&mut self) -> usize {
+        let mut n = 0;
+        for p in &mut self.processes {
+            if p.alive() {
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+/// `target/debug` beside the workspace, or `FAULTS_BIN_DIR`.
+pub fn default_bin_dir(root: &Path) -> PathBuf {
+    std::env::var_os("FAULTS_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/debug"))
+}
