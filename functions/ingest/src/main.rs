@@ -1,8 +1,11 @@
 //! The ingest function: API Gateway (HTTP API v2 or REST v1) → validated, persisted job.
 
+mod event;
+
 use std::sync::Arc;
 
-use lambda_http::{run, service_fn, Error, Request};
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
 use shared::ingest::{Ingest, IngestConfig};
 use shared::{db::DbConfig, error::report, startup, store::PgStore};
 
@@ -13,9 +16,14 @@ async fn main() -> Result<(), Error> {
         Ok(ingest) => Arc::new(ingest),
         Err(err) => startup::fail("ingest", &report(err.as_ref())),
     };
-    run(service_fn(move |req: Request| {
+    // the raw event, not lambda_http::run: an event lambda_http cannot read is answered 400
+    // by handle_event instead of failing the invocation (which API Gateway turns into 502)
+    run(service_fn(move |event: LambdaEvent<Value>| {
         let ingest = ingest.clone();
-        async move { Ok::<_, Error>(ingest.handle(req).await) }
+        async move {
+            let (payload, context) = event.into_parts();
+            Ok::<_, Error>(event::handle_event(&ingest, payload, context).await)
+        }
     }))
     .await
 }

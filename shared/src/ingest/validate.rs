@@ -255,6 +255,12 @@ impl Fields<'_> {
 
     fn email(&mut self, name: &str, required: bool) -> Option<String> {
         let raw = self.string(name, required, 1, 254)?;
+        // control and bidirectional-formatting characters (U+202E turns "moc.elpmaxe" into
+        // "example.com" on screen) have no place in an address
+        if raw.chars().any(|c| c.is_control() || is_format_char(c)) {
+            self.error(name, "must be a valid email address");
+            return None;
+        }
         match raw.parse::<EmailAddress>() {
             // a display name ("Ann <a@x>") is not accepted: the address alone
             Ok(addr) if addr.display_part().is_empty() && addr.as_str() == raw => Some(raw),
@@ -264,6 +270,12 @@ impl Fields<'_> {
             }
         }
     }
+}
+
+/// Invisible formatting characters: zero-width, bidirectional marks, embeddings,
+/// overrides and isolates, the byte-order mark.
+fn is_format_char(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 #[cfg(test)]
@@ -353,6 +365,22 @@ mod tests {
         let long = "é".repeat(MAX_SMS_CHARS + 1);
         let body = json!({"channel": "sms", "to": "+15555550100", "message": long});
         assert_eq!(fields(validate(&body, now()).unwrap_err()), ["message"]);
+    }
+
+    #[test]
+    fn formatting_characters_in_addresses_are_refused() {
+        for to in [
+            "a\u{202e}moc.elpmaxe@b",
+            "a\u{200b}b@example.com",
+            "a@exam\u{feff}ple.com",
+        ] {
+            let body = json!({"channel": "email", "to": to, "subject": "s", "text": "t"});
+            assert_eq!(
+                fields(validate(&body, now()).unwrap_err()),
+                ["to"],
+                "{to:?}"
+            );
+        }
     }
 
     #[test]

@@ -931,7 +931,7 @@ fn hostile_corpus() -> Vec<(String, Value)> {
 
     // wrong methods
     for method in [
-        "GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "FOO",
+        "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "FOO",
     ] {
         add(
             &format!("{method} /notifications"),
