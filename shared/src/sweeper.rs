@@ -103,6 +103,7 @@ pub async fn run_once(
             break;
         }
     }
+    store.prune_rate_windows().await?;
     let mut pruned = 0;
     if config.retention_days > 0 {
         loop {

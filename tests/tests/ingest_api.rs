@@ -13,7 +13,10 @@ use shared::store::PgStore;
 async fn service(db: &TestDb, allow_org_header: bool) -> Ingest {
     Ingest::new(
         Arc::new(db.store().await),
-        IngestConfig { allow_org_header },
+        IngestConfig {
+            allow_org_header,
+            ..IngestConfig::default()
+        },
     )
 }
 

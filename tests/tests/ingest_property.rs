@@ -170,6 +170,7 @@ fn ten_thousand_generated_requests_never_panic_never_5xx_and_write_only_when_acc
         Arc::new(store),
         IngestConfig {
             allow_org_header: true,
+            ..IngestConfig::default()
         },
     );
     let accepted = AtomicUsize::new(0);

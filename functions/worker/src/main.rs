@@ -40,7 +40,8 @@ async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
     let config = WorkerConfig::from_env()?;
     let db = DbConfig::from_env()?;
     startup::migrate_if_enabled(&db).await?;
-    let store = PgStore::connect(db).await?;
+    let store = PgStore::new(db).with_rate_limit(config.rate_limit_per_org_per_min);
+    store.ready().await?;
     let deliverer = aws_deliverer(&config.delivery).await;
     Ok(Deps {
         store,

@@ -37,12 +37,19 @@ pub const RETRY_AFTER_SECS: u32 = 5;
 pub struct IngestConfig {
     /// Also honour an `X-Organization-Id` header. For local use only: never in production.
     pub allow_org_header: bool,
+    /// Requests (single or batch) an organization may make per minute; 0 = no limit.
+    pub rate_limit_per_min: u32,
 }
 
 impl IngestConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
         Ok(Self {
             allow_org_header: config::flag("ALLOW_ORG_HEADER", false)?,
+            rate_limit_per_min: config::parse_or(
+                "INGEST_RATE_LIMIT_PER_ORG_PER_MIN",
+                0u32,
+                0..=1_000_000,
+            )?,
         })
     }
 }
@@ -111,6 +118,18 @@ struct Outcome {
     response: Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError>,
     organization_id: Option<Uuid>,
     route: &'static str,
+    /// `RateLimit-*` headers, when ingest is rate-limited.
+    rate_limit: Option<RateLimitHeaders>,
+}
+
+/// The IETF `RateLimit-*` fields for one organization's current window.
+#[derive(Debug, Clone, Copy)]
+struct RateLimitHeaders {
+    limit: u32,
+    remaining: u32,
+    reset_secs: u32,
+    /// This request went past the limit.
+    over: bool,
 }
 
 /// The ingest service: holds the store port, answers API Gateway requests.
@@ -157,6 +176,15 @@ impl Ingest {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             builder = builder.header(header::RETRY_AFTER, RETRY_AFTER_SECS);
         }
+        if let Some(limit) = outcome.rate_limit {
+            builder = builder
+                .header("ratelimit-limit", limit.limit)
+                .header("ratelimit-remaining", limit.remaining)
+                .header("ratelimit-reset", limit.reset_secs);
+            if status == StatusCode::TOO_MANY_REQUESTS {
+                builder = builder.header(header::RETRY_AFTER, limit.reset_secs);
+            }
+        }
         if let Some(allow) = outcome.response.as_ref().err().and_then(|e| e.allow) {
             builder = builder.header(header::ALLOW, allow);
         }
@@ -173,6 +201,7 @@ impl Ingest {
                     response: Err(err),
                     organization_id: None,
                     route: "unknown",
+                    rate_limit: None,
                 }
             }
         };
@@ -183,9 +212,39 @@ impl Ingest {
                     response: Err(err),
                     organization_id: None,
                     route: route_name,
+                    rate_limit: None,
                 }
             }
         };
+        let mut rate_limit = None;
+        if matches!(route, Route::Create | Route::Batch) && self.config.rate_limit_per_min > 0 {
+            match self.count_request(organization_id).await {
+                Ok(headers) => rate_limit = Some(headers),
+                Err(err) => {
+                    return Outcome {
+                        response: Err(err),
+                        organization_id: Some(organization_id),
+                        route: route_name,
+                        rate_limit: None,
+                    }
+                }
+            }
+            if let Some(h) = rate_limit.filter(|h| h.over) {
+                return Outcome {
+                    response: Err(ApiError::new(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "rate_limited",
+                        format!(
+                            "more than {} requests this minute for this organization; retry in {} s",
+                            h.limit, h.reset_secs
+                        ),
+                    )),
+                    organization_id: Some(organization_id),
+                    route: route_name,
+                    rate_limit,
+                };
+            }
+        }
         let response = match route {
             Route::Create => self.create(req, organization_id).await,
             Route::Batch => self.batch(req, organization_id).await,
@@ -198,7 +257,27 @@ impl Ingest {
             response,
             organization_id: Some(organization_id),
             route: route_name,
+            rate_limit,
         }
+    }
+
+    /// Counts this request in the organization's window.
+    async fn count_request(&self, organization_id: Uuid) -> Result<RateLimitHeaders, ApiError> {
+        let window = self
+            .store
+            .count_ingest(organization_id, 1)
+            .await
+            .map_err(|e| {
+                log_store_error(&e);
+                ApiError::from_store(&e)
+            })?;
+        let limit = self.config.rate_limit_per_min;
+        Ok(RateLimitHeaders {
+            limit,
+            remaining: limit.saturating_sub(window.used),
+            reset_secs: window.resets_in_secs,
+            over: window.used > limit,
+        })
     }
 
     async fn create(

@@ -159,6 +159,14 @@ pub enum Transition {
     Refused(JobStatus),
 }
 
+/// An organization's ingest requests in the current one-minute window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IngestWindow {
+    /// Requests counted in this window, the current one included.
+    pub used: u32,
+    pub resets_in_secs: u32,
+}
+
 /// Where a listing page starts: after this (created_at, id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCursor {
@@ -231,4 +239,14 @@ pub trait JobStore: Send + Sync {
     /// Deletes up to `limit` finished jobs (sent, dead) last updated more than
     /// `older_than_days` ago, with their delivery rows; returns how many.
     async fn prune(&self, older_than_days: u32, limit: u32) -> Result<u64, StoreError>;
+
+    /// Counts `requests` ingest requests of the organization in the current minute.
+    async fn count_ingest(
+        &self,
+        organization_id: Uuid,
+        requests: u32,
+    ) -> Result<IngestWindow, StoreError>;
+
+    /// Deletes rate-limit windows older than an hour.
+    async fn prune_rate_windows(&self) -> Result<u64, StoreError>;
 }

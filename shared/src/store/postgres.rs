@@ -13,8 +13,8 @@ use tokio_postgres::{Client, Row, Statement};
 use uuid::Uuid;
 
 use super::{
-    ClaimedJob, CompleteReport, Completion, DeliveryView, Inserted, JobStore, JobSummary, JobView,
-    ListCursor, NewJob, StoreError, SweepReport, Transition,
+    ClaimedJob, CompleteReport, Completion, DeliveryView, IngestWindow, Inserted, JobStore,
+    JobSummary, JobView, ListCursor, NewJob, StoreError, SweepReport, Transition,
 };
 use crate::db::DbConfig;
 use crate::domain::{Channel, JobStatus};
@@ -22,6 +22,9 @@ use crate::domain::{Channel, JobStatus};
 /// The named queries, embedded at build time (public so tests can derive variants).
 pub mod sql {
     pub const CLAIM: &str = include_str!("../../sql/claim.sql");
+    pub const CLAIM_FAIR: &str = include_str!("../../sql/claim_fair.sql");
+    pub const COUNT_INGEST: &str = include_str!("../../sql/count_ingest.sql");
+    pub const PRUNE_COUNTERS: &str = include_str!("../../sql/prune_counters.sql");
     /// complete.sql as written: its `claimed` CTE is a marker that [`complete_and_claim`]
     /// fills with [`CLAIM`].
     pub const COMPLETE: &str = include_str!("../../sql/complete.sql");
@@ -60,10 +63,13 @@ struct Conn {
     requeue: Statement,
     job_status: Statement,
     list_jobs: Statement,
+    count_ingest: Statement,
+    prune_counters: Statement,
 }
 
 impl Conn {
-    async fn open(config: &DbConfig) -> Result<Self, StoreError> {
+    /// `fair`: claim with claim_fair.sql (rate-limited, round-robin) instead of claim.sql.
+    async fn open(config: &DbConfig, fair: bool) -> Result<Self, StoreError> {
         let client = config
             .connect()
             .await
@@ -83,8 +89,10 @@ impl Conn {
             requeue,
             job_status,
             list_jobs,
+            count_ingest,
+            prune_counters,
         ) = futures::try_join!(
-            client.prepare(sql::CLAIM),
+            client.prepare(if fair { sql::CLAIM_FAIR } else { sql::CLAIM }),
             client.prepare(&complete),
             client.prepare(sql::INSERT_JOBS),
             client.prepare(sql::FIND_BY_IDEMPOTENCY_KEYS),
@@ -96,6 +104,8 @@ impl Conn {
             client.prepare(sql::REQUEUE),
             client.prepare(sql::JOB_STATUS),
             client.prepare(sql::LIST_JOBS),
+            client.prepare(sql::COUNT_INGEST),
+            client.prepare(sql::PRUNE_COUNTERS),
         )
         .map_err(map_err)?;
         Ok(Self {
@@ -112,6 +122,8 @@ impl Conn {
             requeue,
             job_status,
             list_jobs,
+            count_ingest,
+            prune_counters,
         })
     }
 }
@@ -123,6 +135,8 @@ impl Conn {
 /// restart.
 pub struct PgStore {
     config: DbConfig,
+    /// With a per-organization limit (jobs per minute), claims are fair and rate-limited.
+    rate_limit_per_min: Option<u32>,
     conn: Mutex<Option<Arc<Conn>>>,
 }
 
@@ -159,15 +173,29 @@ impl PgStore {
     pub fn new(config: DbConfig) -> Self {
         Self {
             config,
+            rate_limit_per_min: None,
             conn: Mutex::new(None),
         }
+    }
+
+    /// Claims take at most `per_minute` jobs of an organization each minute (overrides in
+    /// `organization_rate_limits`), round-robin across organizations. 0 leaves claims as
+    /// they are.
+    pub fn with_rate_limit(mut self, per_minute: u32) -> Self {
+        self.rate_limit_per_min = (per_minute > 0).then_some(per_minute);
+        self
     }
 
     /// A store whose connection is opened now (for a cold start that should fail fast).
     pub async fn connect(config: DbConfig) -> Result<Self, StoreError> {
         let store = Self::new(config);
-        store.conn().await?;
+        store.ready().await?;
         Ok(store)
+    }
+
+    /// Opens the connection now, if it is not open (for a cold start that should fail fast).
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        self.conn().await.map(|_| ())
     }
 
     async fn conn(&self) -> Result<Arc<Conn>, StoreError> {
@@ -179,7 +207,7 @@ impl PgStore {
             tracing::info!("database connection closed; reconnecting");
         }
         *current = None;
-        let conn = Arc::new(Conn::open(&self.config).await?);
+        let conn = Arc::new(Conn::open(&self.config, self.rate_limit_per_min.is_some()).await?);
         *current = Some(conn.clone());
         Ok(conn)
     }
@@ -423,11 +451,15 @@ impl JobStore for PgStore {
 
     async fn claim(&self, batch_size: u32) -> Result<Vec<ClaimedJob>, StoreError> {
         let conn = self.conn().await?;
-        let rows = conn
-            .client
-            .query(&conn.claim, &[&i64::from(batch_size)])
-            .await
-            .map_err(map_err)?;
+        let batch = i64::from(batch_size);
+        let rows = match self.rate_limit_per_min {
+            None => conn.client.query(&conn.claim, &[&batch]).await,
+            Some(per_minute) => {
+                let per_minute = i32::try_from(per_minute).unwrap_or(i32::MAX);
+                conn.client.query(&conn.claim, &[&batch, &per_minute]).await
+            }
+        }
+        .map_err(map_err)?;
         rows.iter().map(claimed_job).collect()
     }
 
@@ -443,6 +475,12 @@ impl JobStore for PgStore {
         completions: &[Completion],
         next_batch: u32,
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
+        if self.rate_limit_per_min.is_some() && next_batch > 0 {
+            // the fair claim cannot be nested in the completion statement (it writes in a
+            // CTE of its own): complete, then claim
+            let report = self.complete_and_claim(completions, 0).await?.0;
+            return Ok((report, self.claim(next_batch).await?));
+        }
         let n = completions.len();
         let mut ids = Vec::with_capacity(n);
         let mut tokens = Vec::with_capacity(n);
@@ -527,6 +565,32 @@ impl JobStore for PgStore {
         let days = i32::try_from(older_than_days).unwrap_or(i32::MAX);
         conn.client
             .execute(&conn.prune, &[&days, &i64::from(limit)])
+            .await
+            .map_err(map_err)
+    }
+
+    async fn count_ingest(
+        &self,
+        organization_id: Uuid,
+        requests: u32,
+    ) -> Result<IngestWindow, StoreError> {
+        let conn = self.conn().await?;
+        let requests = i32::try_from(requests).unwrap_or(i32::MAX);
+        let row = conn
+            .client
+            .query_one(&conn.count_ingest, &[&organization_id, &requests])
+            .await
+            .map_err(map_err)?;
+        Ok(IngestWindow {
+            used: row.get::<_, i32>(0).max(0) as u32,
+            resets_in_secs: row.get::<_, i32>(1).max(0) as u32,
+        })
+    }
+
+    async fn prune_rate_windows(&self) -> Result<u64, StoreError> {
+        let conn = self.conn().await?;
+        conn.client
+            .execute(&conn.prune_counters, &[])
             .await
             .map_err(map_err)
     }

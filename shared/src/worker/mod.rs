@@ -45,6 +45,9 @@ pub struct WorkerConfig {
     /// With an empty queue, keep polling until this long before the deadline
     /// (`WORKER_POLL_SECS`, default 0: stop at once).
     pub poll: Duration,
+    /// Jobs an organization may have claimed per minute (`RATE_LIMIT_PER_ORG_PER_MIN`,
+    /// default 0: no limit); overrides per organization in `organization_rate_limits`.
+    pub rate_limit_per_org_per_min: u32,
     /// Sender settings for the adapters.
     pub delivery: DeliveryConfig,
 }
@@ -57,6 +60,7 @@ impl WorkerConfig {
             concurrency: 16,
             provider_timeout: Duration::from_millis(10_000),
             poll: Duration::ZERO,
+            rate_limit_per_org_per_min: 0,
             delivery,
         }
     }
@@ -74,6 +78,11 @@ impl WorkerConfig {
                 100..=60_000,
             )?),
             poll: Duration::from_secs(parse_or("WORKER_POLL_SECS", 0u64, 0..=900)?),
+            rate_limit_per_org_per_min: parse_or(
+                "RATE_LIMIT_PER_ORG_PER_MIN",
+                0u32,
+                0..=10_000_000,
+            )?,
             delivery,
         })
     }

@@ -1,0 +1,94 @@
+-- The fair, rate-limited claim (used when RATE_LIMIT_PER_ORG_PER_MIN is set).
+-- $1 batch size, $2 the default jobs per organization per minute (overrides in
+-- organization_rate_limits).
+--  * Each organization with due jobs offers at most what is left of its budget this minute;
+--    the batch takes them round-robin (every organization's oldest first), so a noisy
+--    tenant cannot fill a batch while another waits.
+--  * The budget is reserved by an upsert on organization_claim_counts, which works on the
+--    latest committed count (not this statement's snapshot): concurrent claimers never take
+--    more than the budget together.
+--  * SKIP LOCKED as in claim.sql: rows another claimer holds are skipped.
+WITH RECURSIVE orgs AS (
+    -- the organizations with due jobs, one index probe each (a loose index scan)
+    (SELECT organization_id
+     FROM notification_jobs
+     WHERE status IN ('pending', 'failed') AND next_attempt_at <= now()
+     ORDER BY organization_id
+     LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.organization_id
+            FROM notification_jobs AS j
+            WHERE j.status IN ('pending', 'failed') AND j.next_attempt_at <= now()
+              AND j.organization_id > orgs.organization_id
+            ORDER BY j.organization_id
+            LIMIT 1)
+    FROM orgs
+    WHERE orgs.organization_id IS NOT NULL
+),
+budgets AS (
+    SELECT o.organization_id,
+           coalesce(l.per_minute, $2::int) AS per_minute,
+           GREATEST(coalesce(l.per_minute, $2::int) - coalesce(c.claimed, 0), 0) AS left_now
+    FROM orgs AS o
+    LEFT JOIN organization_rate_limits AS l ON l.organization_id = o.organization_id
+    LEFT JOIN organization_claim_counts AS c
+           ON c.organization_id = o.organization_id
+          AND c.minute = date_trunc('minute', now())
+    WHERE o.organization_id IS NOT NULL
+),
+candidates AS (
+    SELECT c.id, c.organization_id, c.next_attempt_at,
+           row_number() OVER (PARTITION BY c.organization_id ORDER BY c.next_attempt_at) AS turn
+    FROM budgets AS b
+    CROSS JOIN LATERAL (
+        SELECT id, organization_id, next_attempt_at
+        FROM notification_jobs
+        WHERE organization_id = b.organization_id
+          AND status IN ('pending', 'failed')
+          AND next_attempt_at <= now()
+        ORDER BY next_attempt_at
+        LIMIT LEAST(b.left_now::bigint, $1::bigint)
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+),
+picked AS (
+    SELECT id, organization_id, turn
+    FROM candidates
+    ORDER BY turn, next_attempt_at
+    LIMIT $1::bigint
+),
+wanted AS (
+    SELECT p.organization_id, count(*)::int AS n, b.per_minute
+    FROM picked AS p
+    JOIN budgets AS b ON b.organization_id = p.organization_id
+    GROUP BY p.organization_id, b.per_minute
+),
+reserved AS (
+    INSERT INTO organization_claim_counts AS t
+        (organization_id, minute, claimed, per_minute, granted)
+    SELECT organization_id, date_trunc('minute', now()), LEAST(n, per_minute), per_minute,
+           LEAST(n, per_minute)
+    FROM wanted
+    ON CONFLICT (organization_id, minute) DO UPDATE
+    SET granted    = LEAST(EXCLUDED.granted, GREATEST(EXCLUDED.per_minute - t.claimed, 0)),
+        claimed    = t.claimed
+                     + LEAST(EXCLUDED.granted, GREATEST(EXCLUDED.per_minute - t.claimed, 0)),
+        per_minute = EXCLUDED.per_minute
+    RETURNING organization_id, granted
+),
+due AS (
+    SELECT p.id
+    FROM picked AS p
+    JOIN reserved AS r ON r.organization_id = p.organization_id
+    WHERE p.turn <= r.granted
+)
+UPDATE notification_jobs AS j
+SET status      = 'processing',
+    attempts    = j.attempts + 1,
+    claimed_at  = now(),
+    claim_token = gen_random_uuid(),
+    updated_at  = now()
+FROM due
+WHERE j.id = due.id
+RETURNING j.id, j.organization_id, j.channel, j.payload, j.attempts, j.max_attempts,
+          j.claim_token, j.claimed_at

@@ -1,0 +1,7 @@
+-- Count $2 requests of organization $1 in this minute's window; returns the new total and
+-- the seconds until the window ends.
+INSERT INTO organization_ingest_counts AS t (organization_id, minute, requests)
+VALUES ($1, date_trunc('minute', now()), $2)
+ON CONFLICT (organization_id, minute) DO UPDATE SET requests = t.requests + EXCLUDED.requests
+RETURNING requests,
+          ceil(EXTRACT(EPOCH FROM date_trunc('minute', now()) + interval '1 minute' - now()))::int

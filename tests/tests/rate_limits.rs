@@ -1,0 +1,228 @@
+//! Per-organization rate limits: enforced at claim time (fair across tenants, exact under
+//! concurrent claimers) and at ingest (429 with RateLimit-* headers).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
+use integration_tests::TestDb;
+use lambda_http::http::StatusCode;
+use serde_json::json;
+use shared::ingest::{Ingest, IngestConfig};
+use shared::store::{JobStore, PgStore};
+use tokio_postgres::Client;
+use uuid::Uuid;
+
+/// Waits out the end of the current minute when it is near, so a test's windows hold.
+async fn clear_of_minute_end(client: &Client) {
+    let left: f64 = client
+        .query_one(
+            "SELECT EXTRACT(EPOCH FROM date_trunc('minute', now()) + interval '1 minute' - now())::float8",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    if left < 8.0 {
+        tokio::time::sleep(std::time::Duration::from_secs_f64(left + 0.2)).await;
+    }
+}
+
+async fn add_jobs(client: &Client, org: Uuid, n: i64, age_secs: f64) {
+    client
+        .execute(
+            "INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
+             SELECT $1, 'sms', jsonb_build_object('to', '+15555550100', 'message', 'm'),
+                    now() - make_interval(secs => $3) + g * interval '1 microsecond'
+             FROM generate_series(1, $2::bigint) AS g",
+            &[&org, &n, &age_secs],
+        )
+        .await
+        .unwrap();
+}
+
+async fn limited_store(db: &TestDb, per_minute: u32) -> PgStore {
+    let store = PgStore::new(db.config.clone()).with_rate_limit(per_minute);
+    store.ready().await.unwrap();
+    store
+}
+
+/// Per organization: how many jobs were claimed, and in how many minute windows.
+async fn claimed_by_org(client: &Client) -> HashMap<Uuid, (i64, i64)> {
+    client
+        .query(
+            "SELECT j.organization_id, count(*),
+                    (SELECT count(*) FROM organization_claim_counts c
+                     WHERE c.organization_id = j.organization_id)
+             FROM notification_jobs j WHERE status = 'processing' GROUP BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_noisy_tenant_does_not_delay_another_tenants_jobs() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let (noisy, quiet) = (new_org(), new_org());
+    add_jobs(&client, noisy, 10_000, 600.0).await; // older: first in plain FIFO order
+    add_jobs(&client, quiet, 10, 1.0).await;
+    clear_of_minute_end(&client).await;
+    let store = limited_store(&db, 100).await;
+
+    let first = store.claim(100).await.unwrap();
+    let quiet_in_first = first.iter().filter(|j| j.organization_id == quiet).count();
+    assert_eq!(
+        quiet_in_first, 10,
+        "the other tenant's jobs are all in the first batch"
+    );
+    assert_eq!(first.len(), 100);
+
+    // claim until nothing more may be taken this minute
+    let mut noisy_total = first.iter().filter(|j| j.organization_id == noisy).count();
+    loop {
+        let batch = store.claim(100).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        assert!(batch.iter().all(|j| j.organization_id == noisy));
+        noisy_total += batch.len();
+    }
+    let counts = claimed_by_org(&client).await;
+    let (claimed, windows) = counts[&noisy];
+    assert_eq!(claimed as usize, noisy_total);
+    assert!(windows >= 1);
+    assert_eq!(
+        noisy_total as i64,
+        100 * windows,
+        "exactly its budget per minute window"
+    );
+}
+
+#[tokio::test]
+async fn overrides_apply_per_organization() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let (small, default) = (new_org(), new_org());
+    add_jobs(&client, small, 50, 10.0).await;
+    add_jobs(&client, default, 50, 10.0).await;
+    client
+        .execute(
+            "INSERT INTO organization_rate_limits (organization_id, per_minute) VALUES ($1, 5)",
+            &[&small],
+        )
+        .await
+        .unwrap();
+    clear_of_minute_end(&client).await;
+    let store = limited_store(&db, 20).await;
+    while !store.claim(100).await.unwrap().is_empty() {}
+    let counts = claimed_by_org(&client).await;
+    assert_eq!(
+        counts[&small].0,
+        5 * counts[&small].1,
+        "the override: 5 a minute"
+    );
+    assert_eq!(
+        counts[&default].0,
+        20 * counts[&default].1,
+        "the default: 20 a minute"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claimers_never_exceed_the_budget_together() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let org = new_org();
+    add_jobs(&client, org, 2_000, 10.0).await;
+    clear_of_minute_end(&client).await;
+    let mut claimers = Vec::new();
+    for _ in 0..4 {
+        let store = limited_store(&db, 150).await;
+        claimers.push(tokio::spawn(async move {
+            let mut n = 0;
+            loop {
+                let batch = store.claim(40).await.unwrap();
+                if batch.is_empty() {
+                    return n;
+                }
+                n += batch.len();
+            }
+        }));
+    }
+    let mut total = 0;
+    for c in claimers {
+        total += c.await.unwrap();
+    }
+    let (claimed, windows) = claimed_by_org(&client).await[&org];
+    assert_eq!(claimed as usize, total);
+    assert!(
+        total as i64 <= 150 * windows,
+        "{total} claimed in {windows} window(s)"
+    );
+    assert!(total >= 150, "the budget was used");
+}
+
+#[tokio::test]
+async fn ingest_answers_429_with_ratelimit_headers_past_the_burst() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    clear_of_minute_end(&client).await;
+    let ingest = Ingest::new(
+        Arc::new(db.store().await),
+        IngestConfig {
+            allow_org_header: false,
+            rate_limit_per_min: 3,
+        },
+    );
+    let (flooder, other) = (new_org(), new_org());
+    let body = json!({"channel": "sms", "to": "+15555550100", "message": "hi"});
+    for remaining in ["2", "1", "0"] {
+        let response = ingest
+            .handle(ApiRequest::post(Version::V2, &body).org(flooder).build())
+            .await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        assert_eq!(header(&response, "ratelimit-limit"), Some("3"));
+        assert_eq!(header(&response, "ratelimit-remaining"), Some(remaining));
+    }
+    let response = ingest
+        .handle(ApiRequest::post(Version::V1, &body).org(flooder).build())
+        .await;
+    let (status, err) = parts(&response);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(err["error"]["code"], "rate_limited");
+    assert_eq!(header(&response, "ratelimit-remaining"), Some("0"));
+    let reset: u32 = header(&response, "ratelimit-reset")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&reset));
+    assert_eq!(
+        header(&response, "retry-after"),
+        Some(reset.to_string().as_str())
+    );
+
+    // another tenant is not affected; reads are not counted
+    let response = ingest
+        .handle(ApiRequest::post(Version::V2, &body).org(other).build())
+        .await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let response = ingest
+        .handle(
+            ApiRequest::new(Version::V2, "GET", "/notifications")
+                .org(flooder)
+                .build(),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM notification_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 4, "the refused request wrote no job");
+}
