@@ -195,3 +195,39 @@ fn the_email_sender_is_a_required_parameter() {
         "EMAIL_FROM must have no default: the deployer names the sender"
     );
 }
+
+/// Every route the ingest handler serves is an HttpApi route of the ingest function.
+#[test]
+fn every_api_route_is_in_the_template() {
+    let template = template();
+    let events = get(
+        &template,
+        &["Resources", "IngestFunction", "Properties", "Events"],
+    );
+    let mut routes: Vec<(String, String)> = events
+        .as_mapping()
+        .expect("Events is a mapping")
+        .values()
+        .filter(|event| get(event, &["Type"]).as_str() == Some("HttpApi"))
+        .map(|event| {
+            let method = get(event, &["Properties", "Method"]).as_str().unwrap();
+            let path = get(event, &["Properties", "Path"]).as_str().unwrap();
+            (method.to_owned(), path.to_owned())
+        })
+        .collect();
+    routes.sort();
+    let mut expected = vec![
+        ("POST", "/notifications"),
+        ("GET", "/notifications"),
+        ("POST", "/notifications/batch"),
+        ("GET", "/notifications/{id}"),
+        ("POST", "/notifications/{id}/cancel"),
+        ("POST", "/notifications/{id}/requeue"),
+    ];
+    expected.sort();
+    let expected: Vec<(String, String)> = expected
+        .into_iter()
+        .map(|(m, p)| (m.to_owned(), p.to_owned()))
+        .collect();
+    assert_eq!(routes, expected);
+}
