@@ -20,7 +20,7 @@ use crate::config::{parse_or, ConfigError};
 use crate::delivery::{
     masked_recipient_of, Deliverer, DeliveryConfig, DeliveryError, ErrorClass, WORKER_PANIC,
 };
-use crate::store::{ClaimedJob, Completion, Decision, JobStore, StoreError};
+use crate::store::{ClaimedJob, CompleteReport, Completion, Decision, JobStore, StoreError};
 
 pub use decide::{backoff, backoff_step, decide, BASE_BACKOFF, MAX_BACKOFF};
 pub use metrics::{dead_jobs_metric, METRIC_NAMESPACE, SERVICE};
@@ -274,8 +274,12 @@ struct BatchCounts {
     fenced: u64,
 }
 
-/// Delivers a batch, then completes it and claims the next batch in one round trip (as
-/// many jobs as can still finish before `deadline`; none when no batch may start).
+/// Delivers a batch, recording results as they arrive: whatever attempts have finished are
+/// completed together in one statement while the rest are still in flight, so a crash
+/// re-sends at most the messages whose results were not yet written (the at-least-once
+/// window), not the whole batch. The last results are completed together with the claim
+/// of the next batch, in one round trip: as many jobs as can still finish before
+/// `deadline`, none when no batch may start.
 async fn run_batch(
     store: &dyn JobStore,
     deliverer: &dyn Deliverer,
@@ -290,32 +294,50 @@ async fn run_batch(
         .enumerate()
         .map(|(i, job)| attempt(i, deliverer, job, cfg.provider_timeout))
         .collect();
-    let attempts: Vec<(usize, Attempt)> = futures::stream::iter(calls)
+    // ready_chunks hands over everything finished so far: with fast providers one chunk
+    // (one statement) for the whole batch, with slow ones a statement per few results
+    let mut results = futures::stream::iter(calls)
         .buffer_unordered(cfg.concurrency.max(1))
-        .collect()
-        .await;
-    let completions = completions(&batch, attempts);
-    let next_size =
-        batch_size_for(cfg, deadline.saturating_duration_since(Instant::now())).unwrap_or(0);
-    let (report, next) = store.complete_and_claim(&completions, next_size).await?;
-
+        .ready_chunks(batch.len().max(1));
     let mut counts = BatchCounts {
         claimed: batch.len() as u64,
-        fenced: report.fenced.len() as u64,
         ..BatchCounts::default()
     };
-    let applied: std::collections::HashSet<_> = report.applied.iter().collect();
-    for c in completions.iter().filter(|c| applied.contains(&c.job_id)) {
-        match c.decision {
-            Decision::Sent => counts.sent += 1,
-            Decision::Retry { .. } => counts.retried += 1,
-            Decision::Dead => counts.dead += 1,
-        }
-    }
-    for id in &report.fenced {
-        tracing::warn!(job_id = %id, "job was swept and claimed again during delivery; attempt recorded, state left alone");
+    let mut recorded = 0;
+    let mut next = Vec::new();
+    while let Some(finished) = results.next().await {
+        recorded += finished.len();
+        let completions = completions(&batch, finished);
+        let report = if recorded == batch.len() {
+            let next_size = batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or(0);
+            let (report, claimed) = store.complete_and_claim(&completions, next_size).await?;
+            next = claimed;
+            report
+        } else {
+            store.complete(&completions).await?
+        };
+        counts.add(&completions, &report);
     }
     Ok((counts, next))
+}
+
+impl BatchCounts {
+    /// Adds what one completion statement applied (and fenced) to the counts.
+    fn add(&mut self, completions: &[Completion], report: &CompleteReport) {
+        self.fenced += report.fenced.len() as u64;
+        let applied: std::collections::HashSet<_> = report.applied.iter().collect();
+        for c in completions.iter().filter(|c| applied.contains(&c.job_id)) {
+            match c.decision {
+                Decision::Sent => self.sent += 1,
+                Decision::Retry { .. } => self.retried += 1,
+                Decision::Dead => self.dead += 1,
+            }
+        }
+        for id in &report.fenced {
+            tracing::warn!(job_id = %id, "job was swept and claimed again during delivery; attempt recorded, state left alone");
+        }
+    }
 }
 
 /// Decides each attempt and logs the ones a person may need to see (never a message body;
