@@ -205,6 +205,8 @@ pub struct Ceiling {
     pub batch: u32,
     pub jobs: i64,
     pub jobs_per_sec: f64,
+    /// Every repetition's jobs/s (`jobs_per_sec` is the best).
+    pub runs: Vec<f64>,
 }
 
 impl Ceiling {
@@ -214,6 +216,7 @@ impl Ceiling {
             "batch": self.batch,
             "jobs": self.jobs,
             "jobs_per_sec": round(self.jobs_per_sec, 1),
+            "runs_jobs_per_sec": self.runs.iter().map(|r| round(*r, 1)).collect::<Vec<_>>(),
         })
     }
 }
@@ -278,6 +281,7 @@ pub async fn cell(
         batch,
         jobs,
         jobs_per_sec: jobs as f64 / secs,
+        runs: vec![jobs as f64 / secs],
     })
 }
 

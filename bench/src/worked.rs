@@ -64,6 +64,8 @@ pub struct Cell {
     pub secs: f64,
     pub jobs_per_sec: f64,
     pub cpu_ms_per_job: f64,
+    /// Every repetition's jobs/s (the figures above are the best one's).
+    pub runs: Vec<f64>,
 }
 
 impl Cell {
@@ -75,6 +77,7 @@ impl Cell {
             "secs": round(self.secs, 3),
             "jobs_per_sec": round(self.jobs_per_sec, 1),
             "cpu_ms_per_job": round(self.cpu_ms_per_job, 4),
+            "runs_jobs_per_sec": self.runs.iter().map(|r| round(*r, 1)).collect::<Vec<_>>(),
         })
     }
 }
@@ -150,5 +153,6 @@ pub async fn cell(bench: &Bench, jobs: i64, workers: usize, batch: u32) -> Resul
         secs,
         jobs_per_sec: jobs as f64 / secs,
         cpu_ms_per_job: cpu.as_secs_f64() * 1000.0 / jobs as f64,
+        runs: vec![jobs as f64 / secs],
     })
 }
