@@ -310,7 +310,9 @@ async fn run(plan: Plan, url: &str) -> Result<()> {
                     Err(e) => format!("{what}: failed: {e:#}"),
                 }
             }
-            Err(why) => format!("graphile-worker cannot be installed: {why}"),
+            // the fallback, pg-boss, is not wired in: it would come from the same
+            // npm registry, so it mostly fails for the same reason
+            Err(why) => format!("graphile-worker cannot be installed: {why}; no peer this run (the pg-boss fallback is not implemented)"),
         }
     } else {
         "skipped (quick mode; --peer runs it)".to_owned()
