@@ -227,7 +227,18 @@ async fn run(plan: Plan, url: &str) -> Result<()> {
                 "worked jobs/s: {} jobs, {workers} workers, batch {batch}",
                 plan.jobs
             );
-            cells.push(worked::cell(&bench, plan.jobs, workers, batch).await?);
+            // best of plan.reps runs, like the ceiling and the peer
+            let mut cell = worked::cell(&bench, plan.jobs, workers, batch).await?;
+            for _ in 1..plan.reps {
+                let again = worked::cell(&bench, plan.jobs, workers, batch).await?;
+                let mut runs = std::mem::take(&mut cell.runs);
+                runs.extend(again.runs.iter().copied());
+                if again.jobs_per_sec > cell.jobs_per_sec {
+                    cell = again;
+                }
+                cell.runs = runs;
+            }
+            cells.push(cell);
         }
     }
     let best = cells
