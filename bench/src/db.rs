@@ -1,7 +1,7 @@
 //! The benchmark's databases on the server `DATABASE_URL` names: `notif_bench` (migrated,
 //! for our code and pgbench) and `notif_bench_peer` (for the peer), both created fresh.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use shared::db::DbConfig;
 use tokio_postgres::Client;
@@ -165,38 +165,7 @@ pub struct Counts {
 
 /// `postgres://user@host:port/db?params` with another database name.
 pub fn url_with_db(url: &str, db: &str) -> Result<String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        bail!("DATABASE_URL must be a postgres:// URL for the benchmark (pgbench and the peer use it)");
-    };
-    let (main, query) = match rest.split_once('?') {
-        Some((m, q)) => (m, Some(q)),
-        None => (rest, None),
-    };
-    let authority = main.split_once('/').map_or(main, |(a, _)| a);
-    Ok(match query {
-        Some(q) => format!("{scheme}://{authority}/{db}?{q}"),
-        None => format!("{scheme}://{authority}/{db}"),
+    shared::db::url_with_dbname(url, db).with_context(|| {
+        "DATABASE_URL must be a postgres:// URL for the benchmark (pgbench and the peer use it)"
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_get_another_database() {
-        assert_eq!(
-            url_with_db(
-                "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
-                "b"
-            )
-            .unwrap(),
-            "postgres://postgres@127.0.0.1:5432/b?sslmode=disable"
-        );
-        assert_eq!(
-            url_with_db("postgresql://u:p@h", "b").unwrap(),
-            "postgresql://u:p@h/b"
-        );
-        assert!(url_with_db("host=h dbname=x", "b").is_err());
-    }
 }

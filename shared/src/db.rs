@@ -190,3 +190,41 @@ fn describe_target(config: &Config) -> String {
     let db = config.get_dbname().unwrap_or("(default)");
     format!("{host}:{port}/{db}")
 }
+
+/// A `postgres://` (or `postgresql://`) URL with another database name, its user, host and
+/// query kept; `None` for a key=value connection string. Tools that hand a URL to other
+/// programs (pgbench, a child process) need the text, not a parsed config.
+pub fn url_with_dbname(url: &str, dbname: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (main, query) = match rest.split_once('?') {
+        Some((m, q)) => (m, Some(q)),
+        None => (rest, None),
+    };
+    let authority = main.split_once('/').map_or(main, |(a, _)| a);
+    Some(match query {
+        Some(q) => format!("{scheme}://{authority}/{dbname}?{q}"),
+        None => format!("{scheme}://{authority}/{dbname}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_with_dbname;
+
+    #[test]
+    fn urls_get_another_database() {
+        assert_eq!(
+            url_with_dbname(
+                "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+                "b"
+            )
+            .as_deref(),
+            Some("postgres://postgres@127.0.0.1:5432/b?sslmode=disable")
+        );
+        assert_eq!(
+            url_with_dbname("postgresql://u:p@h", "b").as_deref(),
+            Some("postgresql://u:p@h/b")
+        );
+        assert_eq!(url_with_dbname("host=h dbname=x", "b"), None);
+    }
+}

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{valid_key, validate, FieldError};
-use crate::store::{Idempotency, Inserted, JobSummary, NewJob};
+use crate::store::{Inserted, JobSummary, NewJob};
 
 pub const MAX_ITEMS: usize = 500;
 
@@ -66,19 +66,8 @@ pub fn new_job(
             None
         }
     };
-    let request = validate(&request, now);
-    match request {
-        Ok(request) if errors.is_empty() => Ok(NewJob {
-            organization_id,
-            channel: request.channel,
-            payload: request.payload,
-            max_attempts: request.max_attempts,
-            next_attempt_at: request.send_at,
-            idempotency: key.map(|key| Idempotency {
-                key,
-                request_hash: request.request_hash,
-            }),
-        }),
+    match validate(&request, now) {
+        Ok(request) if errors.is_empty() => Ok(request.into_job(organization_id, key)),
         Ok(_) => Err(errors),
         Err(more) => {
             errors.extend(more);

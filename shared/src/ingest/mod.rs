@@ -20,9 +20,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::config::{self, ConfigError};
-use crate::store::{
-    Idempotency, Inserted, JobStore, JobSummary, ListCursor, NewJob, StoreError, Transition,
-};
+use crate::store::{Inserted, JobStore, JobSummary, ListCursor, NewJob, StoreError, Transition};
 pub use validate::{validate, FieldError, SendRequest};
 
 /// Bodies above this size are refused with 413.
@@ -287,18 +285,9 @@ impl Ingest {
     ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
         let body = json_body(req, MAX_BODY_BYTES)?;
         let key = idempotency_key(req.headers())?;
-        let request = validate(&body, Utc::now()).map_err(ApiError::invalid)?;
-        let job = NewJob {
-            organization_id,
-            channel: request.channel,
-            payload: request.payload,
-            max_attempts: request.max_attempts,
-            next_attempt_at: request.send_at,
-            idempotency: key.map(|key| Idempotency {
-                key,
-                request_hash: request.request_hash,
-            }),
-        };
+        let job = validate(&body, Utc::now())
+            .map_err(ApiError::invalid)?
+            .into_job(organization_id, key);
         let inserted = self.store.insert(&job).await.map_err(|e| {
             log_store_error(&e);
             ApiError::from_store(&e)

@@ -44,6 +44,27 @@ pub struct SendRequest {
     pub request_hash: String,
 }
 
+impl SendRequest {
+    /// The job to persist for `organization_id`, with the caller's idempotency key if any.
+    pub fn into_job(
+        self,
+        organization_id: uuid::Uuid,
+        key: Option<String>,
+    ) -> crate::store::NewJob {
+        crate::store::NewJob {
+            organization_id,
+            channel: self.channel,
+            payload: self.payload,
+            max_attempts: self.max_attempts,
+            next_attempt_at: self.send_at,
+            idempotency: key.map(|key| crate::store::Idempotency {
+                key,
+                request_hash: self.request_hash,
+            }),
+        }
+    }
+}
+
 /// A phone number in E.164: `+`, then 2–15 digits, the first not 0.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PhoneNumber(String);

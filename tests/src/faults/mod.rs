@@ -323,21 +323,7 @@ pub async fn make_retries_due(client: &Client) -> u64 {
 
 /// `DATABASE_URL` with another database name.
 pub fn url_with_db(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map(|i| i + scheme_end)
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{db}", &base[..path_start]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
+    shared::db::url_with_dbname(url, db).expect("DATABASE_URL is a postgres:// URL")
 }
 
 /// The `p`-th percentile (0–100) of sorted durations.
@@ -352,18 +338,6 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_get_another_database() {
-        assert_eq!(
-            url_with_db(
-                "postgres://postgres@127.0.0.1:5/postgres?sslmode=disable",
-                "x"
-            ),
-            "postgres://postgres@127.0.0.1:5/x?sslmode=disable"
-        );
-        assert_eq!(url_with_db("postgres://u@h:5", "x"), "postgres://u@h:5/x");
-    }
 
     #[test]
     fn percentiles() {
