@@ -1,12 +1,7 @@
 -- Claim up to $1 due jobs in one statement that commits before any delivery.
 -- SKIP LOCKED: rows another claimer holds are skipped, never waited for.
-UPDATE notification_jobs AS j
-SET status      = 'processing',
-    attempts    = j.attempts + 1,
-    claimed_at  = now(),
-    claim_token = gen_random_uuid(),
-    updated_at  = now()
-FROM (
+-- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE.
+WITH due AS (
     SELECT id
     FROM notification_jobs
     WHERE status IN ('pending', 'failed')
@@ -14,7 +9,14 @@ FROM (
     ORDER BY next_attempt_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
-) AS due
+)
+UPDATE notification_jobs AS j
+SET status      = 'processing',
+    attempts    = j.attempts + 1,
+    claimed_at  = now(),
+    claim_token = gen_random_uuid(),
+    updated_at  = now()
+FROM due
 WHERE j.id = due.id
 RETURNING j.id, j.organization_id, j.channel, j.payload, j.attempts, j.max_attempts,
           j.claim_token, j.claimed_at

@@ -8,6 +8,8 @@
 --    latest committed count (not this statement's snapshot): concurrent claimers never take
 --    more than the budget together.
 --  * SKIP LOCKED as in claim.sql: rows another claimer holds are skipped.
+--  * The claim itself is claim.sql's UPDATE (from `UPDATE` on), put in place of the marker
+--    at the end when the statement is prepared.
 WITH RECURSIVE orgs AS (
     -- the organizations with due jobs, one index probe each (a loose index scan)
     (SELECT organization_id
@@ -82,13 +84,4 @@ due AS (
     JOIN reserved AS r ON r.organization_id = p.organization_id
     WHERE p.turn <= r.granted
 )
-UPDATE notification_jobs AS j
-SET status      = 'processing',
-    attempts    = j.attempts + 1,
-    claimed_at  = now(),
-    claim_token = gen_random_uuid(),
-    updated_at  = now()
-FROM due
-WHERE j.id = due.id
-RETURNING j.id, j.organization_id, j.channel, j.payload, j.attempts, j.max_attempts,
-          j.claim_token, j.claimed_at
+/* the UPDATE of claim.sql */

@@ -22,6 +22,8 @@ use crate::domain::{Channel, JobStatus};
 /// The named queries, embedded at build time (public so tests can derive variants).
 pub mod sql {
     pub const CLAIM: &str = include_str!("../../sql/claim.sql");
+    /// claim_fair.sql as written: it ends with a marker that [`claim_fair`] fills with the
+    /// UPDATE of [`CLAIM`].
     pub const CLAIM_FAIR: &str = include_str!("../../sql/claim_fair.sql");
     pub const COUNT_INGEST: &str = include_str!("../../sql/count_ingest.sql");
     pub const PRUNE_COUNTERS: &str = include_str!("../../sql/prune_counters.sql");
@@ -39,6 +41,14 @@ pub mod sql {
     pub const REQUEUE: &str = include_str!("../../sql/requeue.sql");
     pub const JOB_STATUS: &str = include_str!("../../sql/job_status.sql");
     pub const LIST_JOBS: &str = include_str!("../../sql/list_jobs.sql");
+
+    /// The fair, rate-limited claim: claim_fair.sql's choice of rows, claim.sql's UPDATE.
+    pub fn claim_fair() -> String {
+        let update = CLAIM
+            .find("UPDATE notification_jobs AS j")
+            .map_or(CLAIM, |at| &CLAIM[at..]);
+        CLAIM_FAIR.replace("/* the UPDATE of claim.sql */", update.trim())
+    }
 
     /// The statement the worker runs after each batch: complete.sql with claim.sql in its
     /// `claimed` CTE (one source for the claim), the batch size from `$12`.
@@ -75,6 +85,11 @@ impl Conn {
             .await
             .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
         let complete = sql::complete_and_claim();
+        let claim = if fair {
+            sql::claim_fair()
+        } else {
+            sql::CLAIM.to_owned()
+        };
         // prepared together: tokio-postgres pipelines them in one round trip
         let (
             claim,
@@ -92,7 +107,7 @@ impl Conn {
             count_ingest,
             prune_counters,
         ) = futures::try_join!(
-            client.prepare(if fair { sql::CLAIM_FAIR } else { sql::CLAIM }),
+            client.prepare(&claim),
             client.prepare(&complete),
             client.prepare(sql::INSERT_JOBS),
             client.prepare(sql::FIND_BY_IDEMPOTENCY_KEYS),
@@ -598,6 +613,23 @@ impl JobStore for PgStore {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_fair_claim_ends_with_the_update_of_claim_sql() {
+        let statement = super::sql::claim_fair();
+        assert!(
+            !statement.contains("/* the UPDATE of claim.sql */"),
+            "marker replaced"
+        );
+        assert!(statement
+            .trim_end()
+            .ends_with("j.claim_token, j.claimed_at"));
+        assert_eq!(
+            statement.matches("UPDATE notification_jobs AS j").count(),
+            1
+        );
+        assert!(statement.contains("WITH RECURSIVE"));
+    }
+
     #[test]
     fn the_combined_statement_embeds_the_claim() {
         let statement = super::sql::complete_and_claim();
