@@ -12,15 +12,9 @@ ROOT=$PWD
 # shellcheck source=tests/scripts/tools.sh
 . tests/scripts/tools.sh
 
-NOTIF_STATE=$(mktemp -d "${TMPDIR:-/tmp}/notif-demo.XXXXXX")
 WATCH_PID=
-cleanup() {
-  if [ -n "$WATCH_PID" ]; then kill -- -"$WATCH_PID" 2>/dev/null || true; fi
-  stand_in_down
-  pg_down
-  rm -rf "$NOTIF_STATE"
-}
-trap cleanup EXIT
+on_session_end() { if [ -n "$WATCH_PID" ]; then kill -- -"$WATCH_PID" 2>/dev/null || true; fi; }
+services_session notif-demo
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

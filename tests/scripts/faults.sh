@@ -14,9 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/scripts/services.sh
 . tests/scripts/services.sh
-NOTIF_STATE=$(mktemp -d "${TMPDIR:-/tmp}/notif-faults.XXXXXX")
-cleanup() { stand_in_down; pg_down; rm -rf "$NOTIF_STATE"; }
-trap cleanup EXIT
+services_session notif-faults
 
 if [ -z "${FAULTS_NO_BUILD:-}" ]; then # FAULTS_NO_BUILD=1: run the binaries already built
   echo "faults: building the function binaries and the suite"

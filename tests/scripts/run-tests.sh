@@ -6,9 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/scripts/services.sh
 . tests/scripts/services.sh
-NOTIF_STATE=$(mktemp -d "${TMPDIR:-/tmp}/notif-test.XXXXXX")
-cleanup() { stand_in_down; pg_down; rm -rf "$NOTIF_STATE"; }
-trap cleanup EXIT
+services_session notif-test
 pg_up
 stand_in_up
 cargo test --workspace --no-fail-fast "$@"

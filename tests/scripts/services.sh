@@ -145,3 +145,18 @@ stand_in_down() {
   rm -f "$NOTIF_STATE/moto.env"
   log "stand-in: stopped"
 }
+
+# services_session PREFIX: gives this run a state folder of its own and, when the script
+# exits (also on failure), stops what it started there and removes the folder. A script with
+# more to stop defines on_session_end, which runs first.
+services_session() {
+  NOTIF_STATE=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  trap services_session_end EXIT
+}
+
+services_session_end() {
+  if declare -F on_session_end >/dev/null; then on_session_end; fi
+  stand_in_down
+  pg_down
+  rm -rf "$NOTIF_STATE"
+}

@@ -173,6 +173,15 @@ async fn ensure_template(admin: &DbConfig) -> String {
     template
 }
 
+/// The single number a `SELECT count(*) …` query answers.
+pub async fn count(client: &Client, sql: &str) -> i64 {
+    client
+        .query_one(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
+}
+
 /// Inserts `n` due jobs straight in SQL (fast fixtures for the claim tests); returns ids.
 pub async fn insert_due_jobs(client: &Client, n: i64) -> Vec<uuid::Uuid> {
     client

@@ -53,14 +53,7 @@ async fn eight_concurrent_claimers_claim_every_job_exactly_once() {
         "claimed ids must be exactly the inserted ids"
     );
     assert!(claimers_with_work > 1, "the claimers ran concurrently");
-    let processing: i64 = client
-        .query_one(
-            "SELECT count(*) FROM notification_jobs WHERE status = 'processing' AND claim_token IS NOT NULL",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let processing: i64 = integration_tests::count(&client, "SELECT count(*) FROM notification_jobs WHERE status = 'processing' AND claim_token IS NOT NULL").await;
     assert_eq!(processing, 5_000);
 }
 

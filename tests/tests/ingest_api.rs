@@ -21,12 +21,7 @@ async fn service(db: &TestDb, allow_org_header: bool) -> Ingest {
 }
 
 async fn job_count(db: &TestDb) -> i64 {
-    db.client()
-        .await
-        .query_one("SELECT count(*) FROM notification_jobs", &[])
-        .await
-        .unwrap()
-        .get(0)
+    integration_tests::count(&db.client().await, "SELECT count(*) FROM notification_jobs").await
 }
 
 fn sms() -> Value {

@@ -204,12 +204,7 @@ fn ten_thousand_generated_requests_never_panic_never_5xx_and_write_only_when_acc
     });
 
     let rows: i64 = rt.block_on(async {
-        db.client()
-            .await
-            .query_one("SELECT count(*) FROM notification_jobs", &[])
-            .await
-            .unwrap()
-            .get(0)
+        integration_tests::count(&db.client().await, "SELECT count(*) FROM notification_jobs").await
     });
     let accepted = accepted.load(Ordering::Relaxed);
     assert!(

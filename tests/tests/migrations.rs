@@ -12,11 +12,8 @@ async fn applying_twice_is_a_no_op() {
     let second = migrate::run(&mut client).await.unwrap();
     assert!(second.applied.is_empty());
     assert_eq!(second.already_applied, MIGRATIONS.len());
-    let recorded: i64 = client
-        .query_one("SELECT count(*) FROM schema_migrations", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let recorded: i64 =
+        integration_tests::count(&client, "SELECT count(*) FROM schema_migrations").await;
     assert_eq!(recorded as usize, MIGRATIONS.len());
 }
 
@@ -87,10 +84,7 @@ async fn a_failing_migration_leaves_nothing_half_applied() {
         .get(0);
     assert_eq!(half, None, "the broken file's transaction rolled back");
     // the good files were applied and recorded
-    let recorded: i64 = client
-        .query_one("SELECT count(*) FROM schema_migrations", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let recorded: i64 =
+        integration_tests::count(&client, "SELECT count(*) FROM schema_migrations").await;
     assert_eq!(recorded as usize, MIGRATIONS.len());
 }

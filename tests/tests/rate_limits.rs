@@ -219,10 +219,7 @@ async fn ingest_answers_429_with_ratelimit_headers_past_the_burst() {
         )
         .await;
     assert_eq!(response.status(), StatusCode::OK);
-    let rows: i64 = client
-        .query_one("SELECT count(*) FROM notification_jobs", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let rows: i64 =
+        integration_tests::count(&client, "SELECT count(*) FROM notification_jobs").await;
     assert_eq!(rows, 4, "the refused request wrote no job");
 }

@@ -150,14 +150,11 @@ async fn two_sweepers_at_once_sweep_each_job_exactly_once() {
         .await
         .unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1_000, 1_000));
-    let left: i64 = client
-        .query_one(
-            "SELECT count(*) FROM notification_jobs WHERE status = 'processing'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let left: i64 = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM notification_jobs WHERE status = 'processing'",
+    )
+    .await;
     assert_eq!(left, 0);
 }
 
@@ -286,10 +283,7 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
         !left.contains(&ids[0]) && !left.contains(&ids[1]),
         "old finished jobs deleted"
     );
-    let deliveries: i64 = client
-        .query_one("SELECT count(*) FROM notification_deliveries", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let deliveries: i64 =
+        integration_tests::count(&client, "SELECT count(*) FROM notification_deliveries").await;
     assert_eq!(deliveries, 4, "their delivery rows went with them");
 }

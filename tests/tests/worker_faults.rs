@@ -420,14 +420,11 @@ async fn no_batch_starts_that_could_outlive_the_deadline() {
     );
     assert!(summary.claimed >= 4 && summary.claimed < 20, "{summary:?}");
     assert_eq!(summary.sent, summary.claimed);
-    let processing: i64 = client
-        .query_one(
-            "SELECT count(*) FROM notification_jobs WHERE status = 'processing'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let processing: i64 = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM notification_jobs WHERE status = 'processing'",
+    )
+    .await;
     assert_eq!(processing, 0, "every claimed job was completed");
 }
 

@@ -54,11 +54,8 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
     // the four fast attempts are written while the slow one is still in flight
     let mut recorded = 0;
     for _ in 0..250 {
-        recorded = client
-            .query_one("SELECT count(*) FROM notification_deliveries", &[])
-            .await
-            .unwrap()
-            .get::<_, i64>(0);
+        recorded =
+            integration_tests::count(&client, "SELECT count(*) FROM notification_deliveries").await;
         if recorded == 4 {
             break;
         }
@@ -81,13 +78,10 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
     deliverer.release.notify_one();
     let summary = run.await.unwrap().unwrap();
     assert_eq!((summary.claimed, summary.sent, summary.batches), (5, 5, 1));
-    let sent: i64 = client
-        .query_one(
-            "SELECT count(*) FROM notification_jobs WHERE status = 'sent'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let sent: i64 = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM notification_jobs WHERE status = 'sent'",
+    )
+    .await;
     assert_eq!(sent, 5);
 }

@@ -88,14 +88,11 @@ async fn assert_each_delivered_once(
     recipients: &Recipients,
     jobs: &[(Uuid, Value)],
 ) {
-    let not_sent: i64 = client
-        .query_one(
-            "SELECT count(*) FROM notification_jobs WHERE status <> 'sent'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let not_sent: i64 = integration_tests::count(
+        client,
+        "SELECT count(*) FROM notification_jobs WHERE status <> 'sent'",
+    )
+    .await;
     assert_eq!(not_sent, 0, "every job is sent");
 
     let rows = delivery_rows(client).await;

@@ -192,70 +192,48 @@ impl Ingest {
     }
 
     async fn dispatch(&self, req: &Request) -> Outcome {
-        let (route, route_name) = match route(req) {
-            Ok(r) => r,
-            Err(err) => {
-                return Outcome {
-                    response: Err(err),
-                    organization_id: None,
-                    route: "unknown",
-                    rate_limit: None,
-                }
-            }
+        let mut outcome = Outcome {
+            response: Ok((StatusCode::OK, serde_json::Value::Null, None)),
+            organization_id: None,
+            route: "unknown",
+            rate_limit: None,
         };
-        let organization_id = match organization(req, self.config.allow_org_header) {
-            Ok(org) => org,
-            Err(err) => {
-                return Outcome {
-                    response: Err(err),
-                    organization_id: None,
-                    route: route_name,
-                    rate_limit: None,
-                }
-            }
-        };
-        let mut rate_limit = None;
+        outcome.response = self.serve(req, &mut outcome).await;
+        outcome
+    }
+
+    /// Routes, authorizes, rate-limits and runs one request, noting in `seen` what the
+    /// access log records as it learns it.
+    async fn serve(
+        &self,
+        req: &Request,
+        seen: &mut Outcome,
+    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+        let (route, route_name) = route(req)?;
+        seen.route = route_name;
+        let organization_id = organization(req, self.config.allow_org_header)?;
+        seen.organization_id = Some(organization_id);
         if matches!(route, Route::Create | Route::Batch) && self.config.rate_limit_per_min > 0 {
-            match self.count_request(organization_id).await {
-                Ok(headers) => rate_limit = Some(headers),
-                Err(err) => {
-                    return Outcome {
-                        response: Err(err),
-                        organization_id: Some(organization_id),
-                        route: route_name,
-                        rate_limit: None,
-                    }
-                }
-            }
-            if let Some(h) = rate_limit.filter(|h| h.over) {
-                return Outcome {
-                    response: Err(ApiError::new(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "rate_limited",
-                        format!(
-                            "more than {} requests this minute for this organization; retry in {} s",
-                            h.limit, h.reset_secs
-                        ),
-                    )),
-                    organization_id: Some(organization_id),
-                    route: route_name,
-                    rate_limit,
-                };
+            let limit = self.count_request(organization_id).await?;
+            seen.rate_limit = Some(limit);
+            if limit.over {
+                return Err(ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    format!(
+                        "more than {} requests this minute for this organization; retry in {} s",
+                        limit.limit, limit.reset_secs
+                    ),
+                ));
             }
         }
-        let response = match route {
+        match route {
             Route::Create => self.create(req, organization_id).await,
             Route::Batch => self.batch(req, organization_id).await,
             Route::List => self.list(req, organization_id).await,
             Route::Get(id) => self.get(organization_id, &id).await,
             Route::Cancel(id) => self.transition(organization_id, &id, Change::Cancel).await,
             Route::Requeue(id) => self.transition(organization_id, &id, Change::Requeue).await,
-        };
-        Outcome {
-            response,
-            organization_id: Some(organization_id),
-            route: route_name,
-            rate_limit,
         }
     }
 
@@ -541,22 +519,23 @@ fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
             ),
             _ => (None, "/notifications/{id}", "GET"),
         },
-        ["notifications", id, "cancel"] => match method {
-            Method::POST => (
-                Some(Route::Cancel((*id).to_owned())),
-                "POST /notifications/{id}/cancel",
-                "POST",
-            ),
-            _ => (None, "/notifications/{id}/cancel", "POST"),
-        },
-        ["notifications", id, "requeue"] => match method {
-            Method::POST => (
-                Some(Route::Requeue((*id).to_owned())),
-                "POST /notifications/{id}/requeue",
-                "POST",
-            ),
-            _ => (None, "/notifications/{id}/requeue", "POST"),
-        },
+        ["notifications", id, action @ ("cancel" | "requeue")] => {
+            let (change, name) = if *action == "cancel" {
+                (
+                    Route::Cancel as fn(String) -> Route,
+                    "POST /notifications/{id}/cancel",
+                )
+            } else {
+                (
+                    Route::Requeue as fn(String) -> Route,
+                    "POST /notifications/{id}/requeue",
+                )
+            };
+            match method {
+                Method::POST => (Some(change((*id).to_owned())), name, "POST"),
+                _ => (None, name.trim_start_matches("POST "), "POST"),
+            }
+        }
         _ => return Err(not_found("no such route")),
     };
     match route {

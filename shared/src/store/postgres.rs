@@ -141,6 +141,33 @@ impl Conn {
             prune_counters,
         })
     }
+
+    /// Runs a cancel or requeue statement; when it changes nothing, tells why.
+    async fn transition(
+        &self,
+        statement: &Statement,
+        organization_id: Uuid,
+        id: Uuid,
+    ) -> Result<Transition, StoreError> {
+        let params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
+        if let Some(row) = self
+            .client
+            .query_opt(statement, &params)
+            .await
+            .map_err(map_err)?
+        {
+            return Ok(Transition::Done(summary(&row)?));
+        }
+        match self
+            .client
+            .query_opt(&self.job_status, &params)
+            .await
+            .map_err(map_err)?
+        {
+            None => Ok(Transition::NotFound),
+            Some(row) => Ok(Transition::Refused(status(&row, 0)?)),
+        }
+    }
 }
 
 /// The job repository over one PostgreSQL connection per process.
@@ -156,34 +183,6 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// Runs a cancel or requeue statement; when it changes nothing, tells why.
-    async fn transition(
-        &self,
-        conn: &Conn,
-        statement: &Statement,
-        organization_id: Uuid,
-        id: Uuid,
-    ) -> Result<Transition, StoreError> {
-        let params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
-        if let Some(row) = conn
-            .client
-            .query_opt(statement, &params)
-            .await
-            .map_err(map_err)?
-        {
-            return Ok(Transition::Done(summary(&row)?));
-        }
-        match conn
-            .client
-            .query_opt(&conn.job_status, &params)
-            .await
-            .map_err(map_err)?
-        {
-            None => Ok(Transition::NotFound),
-            Some(row) => Ok(Transition::Refused(status(&row, 0)?)),
-        }
-    }
-
     /// A store that connects on first use.
     pub fn new(config: DbConfig) -> Self {
         Self {
@@ -429,14 +428,12 @@ impl JobStore for PgStore {
 
     async fn cancel(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
         let conn = self.conn().await?;
-        self.transition(&conn, &conn.cancel, organization_id, id)
-            .await
+        conn.transition(&conn.cancel, organization_id, id).await
     }
 
     async fn requeue(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
         let conn = self.conn().await?;
-        self.transition(&conn, &conn.requeue, organization_id, id)
-            .await
+        conn.transition(&conn.requeue, organization_id, id).await
     }
 
     async fn list(

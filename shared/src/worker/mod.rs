@@ -457,7 +457,7 @@ mod tests {
     #[test]
     fn config_from_env() {
         // the only test touching these variables
-        for name in [
+        const VARS: [&str; 7] = [
             "EMAIL_FROM",
             "WORKER_BATCH_SIZE",
             "WORKER_CONCURRENCY",
@@ -465,9 +465,8 @@ mod tests {
             "WORKER_POLL_SECS",
             "SMS_SENDER_ID",
             "SES_CONFIGURATION_SET",
-        ] {
-            std::env::remove_var(name);
-        }
+        ];
+        VARS.iter().for_each(|name| std::env::remove_var(name));
         let err = WorkerConfig::from_env().unwrap_err().to_string();
         assert!(err.starts_with("EMAIL_FROM is required"), "{err}");
 
@@ -510,15 +509,6 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("EMAIL_FROM=\"noreply\" is invalid"));
-        for name in [
-            "EMAIL_FROM",
-            "WORKER_BATCH_SIZE",
-            "WORKER_CONCURRENCY",
-            "PROVIDER_TIMEOUT_MS",
-            "WORKER_POLL_SECS",
-            "SES_CONFIGURATION_SET",
-        ] {
-            std::env::remove_var(name);
-        }
+        VARS.iter().for_each(|name| std::env::remove_var(name));
     }
 }
