@@ -55,7 +55,9 @@ lint/template: ## cfn-lint and sam validate --lint on template.yaml (offline, no
 
 .PHONY: db/up
 db/up: ## Start a throwaway local PostgreSQL (prints the DATABASE_URL to use)
-	@$(SERVICES); pg_up && echo "export DATABASE_URL='$$DATABASE_URL'"
+	@$(SERVICES); pg_up && if db_where "$$DATABASE_URL" --has-password; then \
+	  echo "# DATABASE_URL is yours ($$(db_where "$$DATABASE_URL")); not repeated here: it holds a password"; \
+	  else echo "export DATABASE_URL='$$DATABASE_URL'"; fi
 
 .PHONY: db/down
 db/down: ## Stop the local PostgreSQL started by db/up
@@ -68,7 +70,10 @@ migrate: ## Apply migrations/ to DATABASE_URL (or to the db/up cluster)
 .PHONY: stand-in/up
 stand-in/up: ## Start the local AWS stand-in (moto server) with EMAIL_FROM's domain verified; prints the AWS_* settings
 	@$(SERVICES); stand_in_up && $(STAND_IN_IDENTITY) \
-	  && echo "export AWS_ENDPOINT_URL='$$AWS_ENDPOINT_URL' AWS_REGION='$$AWS_REGION' AWS_ACCESS_KEY_ID='$$AWS_ACCESS_KEY_ID' AWS_SECRET_ACCESS_KEY='$$AWS_SECRET_ACCESS_KEY'"
+	  && echo "export AWS_ENDPOINT_URL='$$AWS_ENDPOINT_URL' AWS_REGION='$$AWS_REGION'" \
+	  && if [ "$$AWS_ACCESS_KEY_ID:$$AWS_SECRET_ACCESS_KEY" = testing:testing ]; then \
+	    echo "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing"; \
+	  else echo "# AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: the ones already in your environment (not shown)"; fi
 
 .PHONY: stand-in/down
 stand-in/down: ## Stop the AWS stand-in started by stand-in/up

@@ -99,7 +99,7 @@ pub async fn explain(bench: &Bench, batch: u32) -> Result<String> {
         client
             .batch_execute(&format!(
                 "PREPARE bench_claim(bigint) AS {}",
-                shared::store::sql::CLAIM
+                shared::store::sql::CLAIM.sql
             ))
             .await
             .context("prepare the claim")?;

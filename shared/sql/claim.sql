@@ -10,6 +10,7 @@ WITH due AS (
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 )
+/* @update */
 UPDATE notification_jobs AS j
 SET status      = 'processing',
     attempts    = j.attempts + 1,

@@ -8,6 +8,7 @@
 //! - [`sweeper`]: rescuing jobs left in processing by a lost worker.
 
 pub mod config;
+pub mod custom_resource;
 pub mod db;
 pub mod delivery;
 pub mod domain;

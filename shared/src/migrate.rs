@@ -1,17 +1,24 @@
 //! Schema migrations: the numbered SQL files in `migrations/`, embedded at build time.
 //!
 //! Each file is applied once, in order, in its own transaction, and recorded in
-//! `schema_migrations` with its SHA-256. The whole run holds a PostgreSQL advisory lock,
-//! so several cold starts migrating at once are safe: one applies, the others wait and
-//! then find nothing left to do. A file edited after it was applied is refused.
+//! `schema_migrations` with its SHA-256. Each transaction holds a PostgreSQL advisory lock,
+//! so several runners at once are safe: one applies, the others wait and then find nothing
+//! left to do. A file edited after it was applied is refused.
+//!
+//! Deployed, the runner runs once per deploy (the template's custom resource, or
+//! `make migrate`), not at every cold start.
 
 use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 /// Every migration file: (file name, contents), in file-name order.
 pub const MIGRATIONS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
-/// Taken for the whole run; an arbitrary constant unique to this service.
+/// Taken by every migrating transaction; an arbitrary constant unique to this service.
 const LOCK_KEY: i64 = 0x6e6f_7469_6679; // "notify"
 
 #[derive(Debug, thiserror::Error)]
@@ -75,69 +82,77 @@ pub async fn run(client: &mut Client) -> Result<MigrateReport, MigrateError> {
     run_files(client, MIGRATIONS).await
 }
 
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    int PRIMARY KEY,
+    name       text NOT NULL,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)";
+
 /// Applies the given migration files (the tests pass edited sets).
+///
+/// Each pending file is applied in a transaction of its own that first takes a
+/// transaction-scoped advisory lock and reads what is applied: the lock ends with the
+/// transaction, so the runner works through a transaction-pooling PgBouncer or RDS Proxy
+/// (a session lock would outlive the server connection it was taken on, or pin it).
 pub async fn run_files(
     client: &mut Client,
     files: &[(&'static str, &'static str)],
 ) -> Result<MigrateReport, MigrateError> {
     let migrations = parse(files)?;
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
-        .await
-        .map_err(MigrateError::Database)?;
-    let result = apply_all(client, &migrations).await;
-    // Released even on failure; a closed connection releases it anyway.
-    let _ = client
-        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
-        .await;
-    result
-}
-
-async fn apply_all(
-    client: &mut Client,
-    migrations: &[Migration<'_>],
-) -> Result<MigrateReport, MigrateError> {
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (
-                 version    int PRIMARY KEY,
-                 name       text NOT NULL,
-                 checksum   text NOT NULL,
-                 applied_at timestamptz NOT NULL DEFAULT now()
-             )",
+    let mut report = MigrateReport::default();
+    loop {
+        let tx = client.transaction().await.map_err(MigrateError::Database)?;
+        tx.execute_typed(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[(&LOCK_KEY, Type::INT8)],
         )
         .await
         .map_err(MigrateError::Database)?;
-    let applied: std::collections::HashMap<i32, String> = client
-        .query("SELECT version, checksum FROM schema_migrations", &[])
-        .await
-        .map_err(MigrateError::Database)?
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
-
-    let mut report = MigrateReport::default();
-    for m in migrations {
-        if let Some(checksum) = applied.get(&m.version) {
-            if *checksum != m.checksum {
-                return Err(MigrateError::Edited {
-                    name: m.name.to_owned(),
-                    applied: checksum.clone(),
-                    file: m.checksum.clone(),
-                });
+        tx.batch_execute(CREATE_TABLE)
+            .await
+            .map_err(MigrateError::Database)?;
+        let applied: HashMap<i32, String> = tx
+            .query_typed("SELECT version, checksum FROM schema_migrations", &[])
+            .await
+            .map_err(MigrateError::Database)?
+            .iter()
+            .map(|row| (row.get("version"), row.get("checksum")))
+            .collect();
+        let mut pending = None;
+        for m in &migrations {
+            match applied.get(&m.version) {
+                Some(checksum) if *checksum != m.checksum => {
+                    return Err(MigrateError::Edited {
+                        name: m.name.to_owned(),
+                        applied: checksum.clone(),
+                        file: m.checksum.clone(),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    pending = Some(m);
+                    break;
+                }
             }
-            report.already_applied += 1;
-            continue;
         }
+        let Some(m) = pending else {
+            tx.commit().await.map_err(MigrateError::Database)?;
+            report.already_applied = migrations.len() - report.applied.len();
+            return Ok(report);
+        };
         let err = |source| MigrateError::Apply {
             name: m.name.to_owned(),
             source,
         };
-        let tx = client.transaction().await.map_err(err)?;
         tx.batch_execute(m.sql).await.map_err(err)?;
-        tx.execute(
+        tx.execute_typed(
             "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-            &[&m.version, &m.name, &m.checksum],
+            &[
+                (&m.version, Type::INT4),
+                (&m.name, Type::TEXT),
+                (&m.checksum, Type::TEXT),
+            ],
         )
         .await
         .map_err(err)?;
@@ -145,7 +160,23 @@ async fn apply_all(
         tracing::info!(migration = m.name, "applied migration");
         report.applied.push(m.name.to_owned());
     }
-    Ok(report)
+}
+
+/// The first embedded migration the database has not applied, if any: a function whose
+/// schema is older than its code refuses to serve instead of failing on a missing column.
+pub async fn first_missing(client: &Client) -> Result<Option<&'static str>, MigrateError> {
+    let applied: HashSet<i32> = match client
+        .query_typed("SELECT version FROM schema_migrations", &[])
+        .await
+    {
+        Ok(rows) => rows.iter().map(|row| row.get("version")).collect(),
+        Err(err) if err.code() == Some(&SqlState::UNDEFINED_TABLE) => HashSet::new(),
+        Err(err) => return Err(MigrateError::Database(err)),
+    };
+    Ok(parse(MIGRATIONS)?
+        .into_iter()
+        .find(|m| !applied.contains(&m.version))
+        .map(|m| m.name))
 }
 
 #[cfg(test)]

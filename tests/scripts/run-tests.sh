@@ -6,7 +6,24 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/scripts/services.sh
 . tests/scripts/services.sh
+# shellcheck source=tests/scripts/tools.sh
+. tests/scripts/tools.sh
 services_session notif-test
+# the watch and readme tests run the functions under the real `cargo lambda watch`; without
+# it they fail (and say why), the other tests still run
+tools_install cargo-lambda || log "tools: cargo-lambda could not be installed: the watch and readme tests will fail"
 pg_up
 stand_in_up
-cargo test --workspace --no-fail-fast "$@"
+status=0
+cargo test --workspace --no-fail-fast "$@" || status=$?
+
+# The second pass: the store's integration tests again, with the code under test reaching
+# PostgreSQL through a real PgBouncer in transaction pooling mode whose server pool is smaller
+# than the number of clients (the tests' own set-up and assertions stay direct).
+printf '\n=== the integration tests again, through PgBouncer (pool_mode = transaction) ===\n'
+pgbouncer_up
+cargo test -p integration-tests --no-fail-fast \
+  --test claim_engine --test ingest_api --test worker_stand_in --test sweeper \
+  --test migrations --test batch --test rate_limits --test worker_recording --test operations \
+  --test database "$@" || status=$?
+exit "$status"

@@ -6,6 +6,9 @@
 #   pg_down        stop the cluster pg_up started (nothing if it used DATABASE_URL)
 #   stand_in_up    start moto's server unless AWS_ENDPOINT_URL is set; exports the AWS_* vars
 #   stand_in_down  stop the server stand_in_up started
+#   pgbouncer_up   start a PgBouncer (transaction pooling) in front of DATABASE_URL's server;
+#                  exports TEST_POOLER_URL
+#   pgbouncer_down stop it
 #
 # State lives under $NOTIF_STATE (default .local/ in the checkout), so `make db/up` in one
 # shell and `make db/down` in another find the same cluster.
@@ -34,9 +37,38 @@ as_pg_owner() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# db_where CONNSTRING [--has-password]: where a connection string (a postgres:// URL or the
+# key=value form) points, as host:port/dbname, never its user or password. With
+# --has-password: prints nothing, succeeds when the string holds a password. (The string goes
+# to python in the environment, not on a command line that ps shows.)
+db_where() {
+  DB_WHERE_INPUT=$1 python3 - "${@:2}" <<'PY'
+import os, re, sys, urllib.parse as u
+s = os.environ["DB_WHERE_INPUT"].strip()
+kv = {}
+if re.match(r"postgres(ql)?://", s):
+    main, _, query = s.split("://", 1)[1].partition("?")
+    netloc, _, path = main.partition("/")
+    userinfo, _, hosts = netloc.rpartition("@")
+    if ":" in userinfo:
+        kv["password"] = userinfo.split(":", 1)[1]
+    m = re.fullmatch(r"(\[[^]]*\]|[^:]*)(?::(\d*))?", hosts.split(",")[0])
+    kv.update(host=u.unquote(m.group(1)) if m else "", port=(m.group(2) if m else "") or "",
+              dbname=u.unquote(path))
+    kv.update(u.parse_qsl(query))
+else:
+    for k, v in re.findall(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", s):
+        kv[k] = v[1:-1] if v.startswith("'") else v
+if sys.argv[1:] == ["--has-password"]:
+    sys.exit(0 if kv.get("password") else 1)
+host = kv.get("host") or kv.get("hostaddr") or "localhost"
+print("%s:%s/%s" % (host, kv.get("port") or "5432", kv.get("dbname") or "(default)"))
+PY
+}
+
 pg_up() {
   if [ -n "${DATABASE_URL:-}" ]; then
-    log "postgres: using DATABASE_URL (${DATABASE_URL%%@*}@…)"
+    log "postgres: using DATABASE_URL ($(db_where "$DATABASE_URL"))"
     return 0
   fi
   local bindir
@@ -146,6 +178,62 @@ stand_in_down() {
   log "stand-in: stopped"
 }
 
+# pgbouncer_up: a PgBouncer in transaction pooling mode in front of DATABASE_URL's server,
+# with a server pool smaller than the number of clients the tests open (PGBOUNCER_POOL_SIZE,
+# default 3 per database). Exports TEST_POOLER_URL. Debian's package is 1.18: no
+# max_prepared_statements, so a named prepared statement breaks through it, as it should.
+pgbouncer_up() {
+  local bin
+  bin=$(command -v pgbouncer || ls /usr/sbin/pgbouncer 2>/dev/null) || {
+    log "pgbouncer: not found (Debian/Ubuntu: apt-get install pgbouncer)"
+    return 1
+  }
+  local target host port dir pport
+  target=$(python3 -c 'import sys, urllib.parse as u; p = u.urlparse(sys.argv[1]); print(p.hostname or "127.0.0.1", p.port or 5432)' "$DATABASE_URL") \
+    || { log "pgbouncer: DATABASE_URL must be a postgres:// URL"; return 1; }
+  read -r host port <<<"$target"
+  dir="$NOTIF_STATE/pgbouncer"
+  mkdir -p "$dir"
+  pport=$(free_port)
+  printf '"postgres" ""\n' >"$dir/users.txt"
+  cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+* = host=$host port=$port
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $pport
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/users.txt
+pool_mode = transaction
+default_pool_size = ${PGBOUNCER_POOL_SIZE:-3}
+max_client_conn = 2000
+server_reset_query =
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+INI
+  if [ "$(id -u)" = 0 ]; then chown -R postgres "$dir"; fi
+  as_pg_owner "$bin" -d -q "$dir/pgbouncer.ini" \
+    || { log "pgbouncer: failed to start:"; cat "$dir/pgbouncer.log" >&2; return 1; }
+  local i
+  for i in $(seq 1 50); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$pport") 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  export TEST_POOLER_URL="postgres://postgres@127.0.0.1:$pport/postgres?sslmode=disable"
+  log "pgbouncer: transaction pooling on 127.0.0.1:$pport (pool ${PGBOUNCER_POOL_SIZE:-3} per database) in front of $host:$port"
+}
+
+pgbouncer_down() {
+  local pidfile="$NOTIF_STATE/pgbouncer/pgbouncer.pid"
+  [ -f "$pidfile" ] || return 0
+  kill "$(cat "$pidfile")" 2>/dev/null || true
+  rm -f "$pidfile"
+  unset TEST_POOLER_URL
+  log "pgbouncer: stopped"
+}
+
 # services_session PREFIX: gives this run a state folder of its own and, when the script
 # exits (also on failure), stops what it started there and removes the folder. A script with
 # more to stop defines on_session_end, which runs first.
@@ -156,6 +244,7 @@ services_session() {
 
 services_session_end() {
   if declare -F on_session_end >/dev/null; then on_session_end; fi
+  pgbouncer_down
   stand_in_down
   pg_down
   rm -rf "$NOTIF_STATE"

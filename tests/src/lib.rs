@@ -4,11 +4,17 @@
 //! when it is unset). The template is built once per set of migrations, under an advisory
 //! lock, so test binaries running at once share it; each clone is dropped when its
 //! [`TestDb`] goes out of scope.
+//!
+//! With `TEST_POOLER_URL` set (`make test` sets it for its second pass, naming a PgBouncer in
+//! transaction pooling mode), the code under test reaches each test database through the
+//! pooler; the test's own set-up and assertions ([`TestDb::client`]) stay direct.
 
 pub mod apigw;
 pub mod faults;
 pub mod proxy;
+pub mod response_url;
 pub mod stand_in;
+pub mod watch;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,7 +26,10 @@ use tokio_postgres::Client;
 /// A database of this test's own, migrated, empty, and dropped at the end.
 pub struct TestDb {
     pub name: String,
+    /// What the code under test connects with: through the pooler when there is one.
     pub config: DbConfig,
+    /// Straight to the server, for the test's own queries.
+    pub direct: DbConfig,
     admin: DbConfig,
 }
 
@@ -29,6 +38,24 @@ pub fn admin_config() -> DbConfig {
     let url = std::env::var("DATABASE_URL")
         .expect("DATABASE_URL is not set: run the tests with `make test`, which starts PostgreSQL");
     DbConfig::new(&url, None).expect("DATABASE_URL must be valid")
+}
+
+/// The pooler the code under test goes through, from `TEST_POOLER_URL`, if any.
+pub fn pooler() -> Option<(String, u16)> {
+    let url = std::env::var("TEST_POOLER_URL").ok()?;
+    Some(
+        DbConfig::new(&url, None)
+            .expect("TEST_POOLER_URL must be valid")
+            .host_port(),
+    )
+}
+
+/// `direct` as the code under test should reach it.
+fn routed(direct: &DbConfig) -> DbConfig {
+    match pooler() {
+        Some((host, port)) => direct.with_host_port(&host, port),
+        None => direct.clone(),
+    }
 }
 
 fn unique_name(prefix: &str) -> String {
@@ -55,11 +82,7 @@ impl TestDb {
             .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
             .await
             .expect("clone the template database");
-        Self {
-            config: admin.with_dbname(&name),
-            name,
-            admin,
-        }
+        Self::named(admin, name)
     }
 
     /// A fresh database with no schema at all (for migration tests).
@@ -74,16 +97,23 @@ impl TestDb {
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .expect("create an empty database");
+        Self::named(admin, name)
+    }
+
+    fn named(admin: DbConfig, name: String) -> Self {
+        let direct = admin.with_dbname(&name);
         Self {
-            config: admin.with_dbname(&name),
+            config: routed(&direct),
+            direct,
             name,
             admin,
         }
     }
 
-    /// A new connection to this database.
+    /// A new connection to this database, straight to the server (the test's own queries
+    /// may use named statements, which a transaction pooler cannot carry).
     pub async fn client(&self) -> Client {
-        self.config
+        self.direct
             .connect()
             .await
             .expect("connect to the test database")

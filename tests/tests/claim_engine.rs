@@ -199,8 +199,10 @@ async fn plain_for_update_blocks_the_second_claimer_skip_locked_does_not() {
     let db = TestDb::new().await;
     let setup = db.client().await;
     insert_due_jobs(&setup, 20).await;
-    let plain = sql::CLAIM.replace("FOR UPDATE SKIP LOCKED", "FOR UPDATE");
-    assert_ne!(plain, sql::CLAIM);
+    let plain = sql::CLAIM
+        .sql
+        .replace("FOR UPDATE SKIP LOCKED", "FOR UPDATE");
+    assert_ne!(plain, sql::CLAIM.sql);
 
     let mut first = db.client().await;
     let tx = first.transaction().await.unwrap();
@@ -211,7 +213,7 @@ async fn plain_for_update_blocks_the_second_claimer_skip_locked_does_not() {
     let skipping = db.client().await;
     let skipped = tokio::time::timeout(
         Duration::from_secs(5),
-        skipping.query(sql::CLAIM, &[&10_i64]),
+        skipping.query(sql::CLAIM.sql.as_ref(), &[&10_i64]),
     )
     .await
     .expect("SKIP LOCKED never waits")

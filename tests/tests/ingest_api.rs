@@ -403,9 +403,11 @@ async fn a_database_outage_answers_503_and_the_warm_handler_recovers() {
     );
 }
 
-/// The test server's address, from DATABASE_URL.
+/// Where the code under test reaches the server: the pooler when there is one, else
+/// DATABASE_URL's server.
 fn db_socket() -> std::net::SocketAddr {
-    let (host, port) = integration_tests::admin_config().host_port();
+    let (host, port) = integration_tests::pooler()
+        .unwrap_or_else(|| integration_tests::admin_config().host_port());
     format!("{host}:{port}")
         .parse()
         .expect("DATABASE_URL names an IP host")

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use shared::ingest::{Ingest, IngestConfig};
-use shared::{db::DbConfig, error::report, startup, store::PgStore};
+use shared::{error::report, startup};
+
+/// A caller waits on ingest: past this, a statement is cancelled and the answer is 503.
+const INGEST_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -30,9 +33,8 @@ async fn main() -> Result<(), Error> {
 
 async fn cold_start() -> Result<Ingest, Box<dyn std::error::Error>> {
     let config = IngestConfig::from_env()?;
-    let db = DbConfig::from_env()?;
-    startup::migrate_if_enabled(&db).await?;
-    // connects lazily: a database outage answers 503 instead of failing the cold start
-    let store = PgStore::new(db);
+    // a database outage at cold start is not fatal: requests answer 503 until it is back
+    let store = startup::store(INGEST_STATEMENT_TIMEOUT).await?;
+    startup::warm(&store).await;
     Ok(Ingest::new(Arc::new(store), config))
 }

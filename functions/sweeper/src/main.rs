@@ -5,7 +5,7 @@ use std::sync::Arc;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use shared::sweeper::{self, SweeperConfig};
-use shared::{db::DbConfig, error::report, startup, store::PgStore};
+use shared::{error::report, startup, store::PgStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -28,7 +28,6 @@ async fn main() -> Result<(), Error> {
 
 async fn cold_start() -> Result<(PgStore, SweeperConfig), Box<dyn std::error::Error>> {
     let config = SweeperConfig::from_env()?;
-    let db = DbConfig::from_env()?;
-    startup::migrate_if_enabled(&db).await?;
-    Ok((PgStore::new(db), config))
+    let store = startup::store(shared::store::DEFAULT_STATEMENT_TIMEOUT).await?;
+    Ok((store, config))
 }

@@ -7,7 +7,7 @@ use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use shared::delivery::{aws_deliverer, Router};
 use shared::worker::{self, WorkerConfig};
-use shared::{db::DbConfig, error::report, startup, store::PgStore};
+use shared::{error::report, startup, store::PgStore};
 
 struct Deps {
     store: PgStore,
@@ -38,10 +38,10 @@ async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Error> 
 
 async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
     let config = WorkerConfig::from_env()?;
-    let db = DbConfig::from_env()?;
-    startup::migrate_if_enabled(&db).await?;
-    let store = PgStore::new(db).with_rate_limit(config.rate_limit_per_org_per_min);
-    store.ready().await?;
+    let store = startup::store(shared::store::DEFAULT_STATEMENT_TIMEOUT)
+        .await?
+        .with_rate_limit(config.rate_limit_per_org_per_min);
+    startup::warm(&store).await;
     let deliverer = aws_deliverer(&config.delivery).await;
     Ok(Deps {
         store,

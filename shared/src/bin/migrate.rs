@@ -14,7 +14,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let mut client = DbConfig::from_env()?.connect().await?;
+    let mut client = DbConfig::from_env().await?.connect().await?;
     let done = migrate::run(&mut client).await?;
     for name in &done.applied {
         println!("applied {name}");

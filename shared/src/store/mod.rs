@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::domain::{Channel, JobStatus};
 
-pub use postgres::{sql, PgStore};
+pub use postgres::{sql, PgStore, TimedOut, DEFAULT_STATEMENT_TIMEOUT};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -24,12 +24,52 @@ pub enum StoreError {
     /// A row held a value the code does not know (say, an unknown status).
     #[error("unexpected value in the database: {0}")]
     Corrupt(String),
+    /// The database lacks a migration this code needs: the function refuses to serve
+    /// (callers get 503) until the deploy's migration has run.
+    #[error(
+        "the database schema is older than this code: migration {0} is not applied \
+         (run `make migrate`, or deploy with the template, which migrates)"
+    )]
+    SchemaBehind(&'static str),
+    /// Applying or checking the migrations failed.
+    #[error("cannot migrate or check the database schema")]
+    Migrate(#[source] Box<crate::migrate::MigrateError>),
 }
 
 impl StoreError {
+    /// Try again later: the database is unreachable, too slow, or not yet migrated.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::SchemaBehind(_)
+        )
     }
+
+    pub(crate) fn migrate(err: crate::migrate::MigrateError) -> Self {
+        match err {
+            crate::migrate::MigrateError::Database(source) if is_connection_lost(&source) => {
+                StoreError::Unavailable(Box::new(source))
+            }
+            other => StoreError::Migrate(Box::new(other)),
+        }
+    }
+}
+
+/// The connection is gone or the server is not accepting work (shutting down, starting,
+/// full): a condition that passes, not a fault of the statement.
+pub(crate) fn is_connection_lost(err: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    let lost_connection =
+        err.is_closed() || std::error::Error::source(err).is_some_and(|s| s.is::<std::io::Error>());
+    let server_unavailable = err.code().is_some_and(|code| {
+        code.code().starts_with("08")
+            || *code == SqlState::ADMIN_SHUTDOWN
+            || *code == SqlState::CRASH_SHUTDOWN
+            || *code == SqlState::CANNOT_CONNECT_NOW
+            || *code == SqlState::TOO_MANY_CONNECTIONS
+            || *code == SqlState::QUERY_CANCELED
+    });
+    lost_connection || server_unavailable
 }
 
 /// A validated request, ready to persist.

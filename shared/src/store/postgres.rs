@@ -6,10 +6,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::Mutex;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::row::RowIndex;
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Row, Statement};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Row};
 use uuid::Uuid;
 
 use super::{
@@ -19,168 +18,137 @@ use super::{
 use crate::db::DbConfig;
 use crate::domain::{Channel, JobStatus};
 
-/// The named queries, embedded at build time (public so tests can derive variants).
+/// Every statement: its SQL file and the type of each parameter, declared once.
+///
+/// Statements run unnamed (`query_typed`): parsed, bound and executed in one round trip,
+/// nothing left on the server. So they work unchanged through a transaction-pooling
+/// PgBouncer or RDS Proxy, where a named prepared statement would meet another client's
+/// server connection (or pin the session).
 pub mod sql {
-    pub const CLAIM: &str = include_str!("../../sql/claim.sql");
-    /// claim_fair.sql as written: it ends with a marker that [`claim_fair`] fills with the
-    /// UPDATE of [`CLAIM`].
-    pub const CLAIM_FAIR: &str = include_str!("../../sql/claim_fair.sql");
-    pub const COUNT_INGEST: &str = include_str!("../../sql/count_ingest.sql");
-    pub const PRUNE_COUNTERS: &str = include_str!("../../sql/prune_counters.sql");
-    /// complete.sql as written: its `claimed` CTE is a marker that [`complete_and_claim`]
-    /// fills with [`CLAIM`].
-    pub const COMPLETE: &str = include_str!("../../sql/complete.sql");
-    pub const INSERT_JOBS: &str = include_str!("../../sql/insert_jobs.sql");
-    pub const FIND_BY_IDEMPOTENCY_KEYS: &str =
-        include_str!("../../sql/find_by_idempotency_keys.sql");
-    pub const GET_JOB: &str = include_str!("../../sql/get_job.sql");
-    pub const LIST_DELIVERIES: &str = include_str!("../../sql/list_deliveries.sql");
-    pub const SWEEP: &str = include_str!("../../sql/sweep.sql");
-    pub const PRUNE: &str = include_str!("../../sql/prune.sql");
-    pub const CANCEL: &str = include_str!("../../sql/cancel.sql");
-    pub const REQUEUE: &str = include_str!("../../sql/requeue.sql");
-    pub const JOB_STATUS: &str = include_str!("../../sql/job_status.sql");
-    pub const LIST_JOBS: &str = include_str!("../../sql/list_jobs.sql");
+    use std::borrow::Cow;
+    use std::sync::LazyLock;
+
+    use tokio_postgres::types::Type;
+
+    /// One statement and its parameter types, in `$n` order.
+    pub struct Query {
+        pub sql: Cow<'static, str>,
+        pub params: &'static [Type],
+    }
+
+    macro_rules! queries {
+        ($($(#[$doc:meta])* $name:ident = $file:literal [$($ty:ident),*];)*) => {
+            $($(#[$doc])* pub static $name: Query = Query {
+                sql: Cow::Borrowed(include_str!(concat!("../../sql/", $file))),
+                params: &[$(Type::$ty),*],
+            };)*
+        };
+    }
+
+    queries! {
+        CLAIM = "claim.sql" [INT8];
+        /// claim_fair.sql as written: it ends with a marker that [`CLAIM_FAIR`] fills with
+        /// the UPDATE of [`CLAIM`].
+        CLAIM_FAIR_TEMPLATE = "claim_fair.sql" [INT8, INT4];
+        /// complete.sql as written: its `claimed` CTE is a marker that
+        /// [`COMPLETE_AND_CLAIM`] fills with [`CLAIM`].
+        COMPLETE_TEMPLATE = "complete.sql" [
+            UUID_ARRAY, UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY,
+            TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, INT8
+        ];
+        COUNT_INGEST = "count_ingest.sql" [UUID, INT4];
+        PRUNE_COUNTERS = "prune_counters.sql" [];
+        INSERT_JOBS = "insert_jobs.sql" [
+            UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
+            TEXT_ARRAY, TEXT_ARRAY
+        ];
+        FIND_BY_IDEMPOTENCY_KEYS = "find_by_idempotency_keys.sql" [UUID, TEXT_ARRAY];
+        GET_JOB = "get_job.sql" [UUID, UUID];
+        LIST_DELIVERIES = "list_deliveries.sql" [UUID];
+        SWEEP = "sweep.sql" [FLOAT8, INT8];
+        PRUNE = "prune.sql" [INT4, INT8];
+        CANCEL = "cancel.sql" [UUID, UUID];
+        REQUEUE = "requeue.sql" [UUID, UUID];
+        JOB_STATUS = "job_status.sql" [UUID, UUID];
+        LIST_JOBS = "list_jobs.sql" [UUID, TEXT, TIMESTAMPTZ, UUID, INT8];
+    }
 
     /// The fair, rate-limited claim: claim_fair.sql's choice of rows, claim.sql's UPDATE.
-    pub fn claim_fair() -> String {
-        let update = CLAIM
-            .find("UPDATE notification_jobs AS j")
-            .map_or(CLAIM, |at| &CLAIM[at..]);
-        CLAIM_FAIR.replace("/* the UPDATE of claim.sql */", update.trim())
-    }
+    pub static CLAIM_FAIR: LazyLock<Query> = LazyLock::new(|| Query {
+        sql: Cow::Owned(splice(
+            &CLAIM_FAIR_TEMPLATE.sql,
+            "/* the UPDATE of claim.sql */",
+            after_marker(&CLAIM.sql, "/* @update */"),
+        )),
+        params: CLAIM_FAIR_TEMPLATE.params,
+    });
 
     /// The statement the worker runs after each batch: complete.sql with claim.sql in its
     /// `claimed` CTE (one source for the claim), the batch size from `$12`.
-    pub fn complete_and_claim() -> String {
-        let claim = CLAIM.trim().replace("$1", "$12");
-        COMPLETE.replace("/* claim.sql */", &claim)
+    pub static COMPLETE_AND_CLAIM: LazyLock<Query> = LazyLock::new(|| Query {
+        sql: Cow::Owned(splice(
+            &COMPLETE_TEMPLATE.sql,
+            "/* claim.sql */",
+            &CLAIM.sql.trim().replace("$1", "$12"),
+        )),
+        params: COMPLETE_TEMPLATE.params,
+    });
+
+    #[cfg(test)]
+    pub(super) fn splice_for_test(template: &str, marker: &str, part: &str) -> String {
+        splice(template, marker, part)
+    }
+
+    /// `template` with its one `marker` replaced by `part`. A missing or repeated marker is
+    /// a bug in the SQL files, caught by the unit tests below, never a silent fallback.
+    fn splice(template: &str, marker: &str, part: &str) -> String {
+        assert_eq!(
+            template.matches(marker).count(),
+            1,
+            "the SQL template must hold the marker {marker} exactly once"
+        );
+        template.replace(marker, part.trim())
+    }
+
+    /// The text after `marker` (which must be present once).
+    fn after_marker<'a>(text: &'a str, marker: &str) -> &'a str {
+        assert_eq!(
+            text.matches(marker).count(),
+            1,
+            "the SQL must hold the marker {marker} exactly once"
+        );
+        text.split_once(marker).map_or(text, |(_, rest)| rest)
     }
 }
 
-/// One open connection and its statements, prepared once when it opened.
-struct Conn {
-    client: Client,
-    claim: Statement,
-    complete: Statement,
-    insert_jobs: Statement,
-    find_by_idempotency_keys: Statement,
-    get_job: Statement,
-    list_deliveries: Statement,
-    sweep: Statement,
-    prune: Statement,
-    cancel: Statement,
-    requeue: Statement,
-    job_status: Statement,
-    list_jobs: Statement,
-    count_ingest: Statement,
-    prune_counters: Statement,
-}
-
-impl Conn {
-    /// `fair`: claim with claim_fair.sql (rate-limited, round-robin) instead of claim.sql.
-    async fn open(config: &DbConfig, fair: bool) -> Result<Self, StoreError> {
-        let client = config
-            .connect()
-            .await
-            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
-        let complete = sql::complete_and_claim();
-        let claim = if fair {
-            sql::claim_fair()
-        } else {
-            sql::CLAIM.to_owned()
-        };
-        // prepared together: tokio-postgres pipelines them in one round trip
-        let (
-            claim,
-            complete,
-            insert_jobs,
-            find_by_idempotency_keys,
-            get_job,
-            list_deliveries,
-            sweep,
-            prune,
-            cancel,
-            requeue,
-            job_status,
-            list_jobs,
-            count_ingest,
-            prune_counters,
-        ) = futures::try_join!(
-            client.prepare(&claim),
-            client.prepare(&complete),
-            client.prepare(sql::INSERT_JOBS),
-            client.prepare(sql::FIND_BY_IDEMPOTENCY_KEYS),
-            client.prepare(sql::GET_JOB),
-            client.prepare(sql::LIST_DELIVERIES),
-            client.prepare(sql::SWEEP),
-            client.prepare(sql::PRUNE),
-            client.prepare(sql::CANCEL),
-            client.prepare(sql::REQUEUE),
-            client.prepare(sql::JOB_STATUS),
-            client.prepare(sql::LIST_JOBS),
-            client.prepare(sql::COUNT_INGEST),
-            client.prepare(sql::PRUNE_COUNTERS),
-        )
-        .map_err(map_err)?;
-        Ok(Self {
-            client,
-            claim,
-            complete,
-            insert_jobs,
-            find_by_idempotency_keys,
-            get_job,
-            list_deliveries,
-            sweep,
-            prune,
-            cancel,
-            requeue,
-            job_status,
-            list_jobs,
-            count_ingest,
-            prune_counters,
-        })
-    }
-
-    /// Runs a cancel or requeue statement; when it changes nothing, tells why.
-    async fn transition(
-        &self,
-        statement: &Statement,
-        organization_id: Uuid,
-        id: Uuid,
-    ) -> Result<Transition, StoreError> {
-        let params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
-        if let Some(row) = self
-            .client
-            .query_opt(statement, &params)
-            .await
-            .map_err(map_err)?
-        {
-            return Ok(Transition::Done(summary(&row)?));
-        }
-        match self
-            .client
-            .query_opt(&self.job_status, &params)
-            .await
-            .map_err(map_err)?
-        {
-            None => Ok(Transition::NotFound),
-            Some(row) => Ok(Transition::Refused(status(&row, 0)?)),
-        }
-    }
-}
+use sql::Query;
 
 /// The job repository over one PostgreSQL connection per process.
 ///
 /// The connection is opened on first use (or by [`PgStore::connect`] at cold start) and
 /// re-opened on the next call after it closed, so a warm function outlives a database
-/// restart.
+/// restart. Every call is bounded by the statement timeout: past it, the statement is
+/// cancelled, the connection dropped, and the call answers [`StoreError::Unavailable`].
 pub struct PgStore {
     config: DbConfig,
     /// With a per-organization limit (jobs per minute), claims are fair and rate-limited.
     rate_limit_per_min: Option<u32>,
-    conn: Mutex<Option<Arc<Conn>>>,
+    statement_timeout: Duration,
+    /// Apply pending migrations on the first connection (`MIGRATE_ON_START`, local use).
+    migrate: bool,
+    conn: Mutex<Option<Arc<Client>>>,
 }
+
+/// How long a store call may take before it is cancelled, unless configured otherwise.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a timed-out call waits for its cancel request to be delivered.
+const CANCEL_WITHIN: Duration = Duration::from_secs(1);
+
+/// A statement (or a connection attempt) ran past the statement timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("the database did not answer within {0:?} (statement timeout)")]
+pub struct TimedOut(pub Duration);
 
 impl PgStore {
     /// A store that connects on first use.
@@ -188,6 +156,8 @@ impl PgStore {
         Self {
             config,
             rate_limit_per_min: None,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+            migrate: false,
             conn: Mutex::new(None),
         }
     }
@@ -197,6 +167,19 @@ impl PgStore {
     /// they are.
     pub fn with_rate_limit(mut self, per_minute: u32) -> Self {
         self.rate_limit_per_min = (per_minute > 0).then_some(per_minute);
+        self
+    }
+
+    /// Each call (each statement, and opening the connection) is cancelled past `timeout`.
+    pub fn with_statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = timeout;
+        self
+    }
+
+    /// Applies pending migrations when the first connection opens (local development; a
+    /// deployed service migrates once per deploy instead).
+    pub fn with_migrations(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
         self
     }
 
@@ -212,33 +195,164 @@ impl PgStore {
         self.conn().await.map(|_| ())
     }
 
-    async fn conn(&self) -> Result<Arc<Conn>, StoreError> {
+    async fn conn(&self) -> Result<Arc<Client>, StoreError> {
         let mut current = self.conn.lock().await;
         if let Some(conn) = current.as_ref() {
-            if !conn.client.is_closed() {
+            if !conn.is_closed() {
                 return Ok(conn.clone());
             }
             tracing::info!("database connection closed; reconnecting");
         }
         *current = None;
-        let conn = Arc::new(Conn::open(&self.config, self.rate_limit_per_min.is_some()).await?);
-        *current = Some(conn.clone());
-        Ok(conn)
+        // connecting has its own timeout; the schema check (or, locally, the migrations)
+        // gets the statement timeout (a minute at least for migrations)
+        let bound = crate::db::DEFAULT_CONNECT_TIMEOUT
+            + if self.migrate {
+                self.statement_timeout.max(Duration::from_secs(60))
+            } else {
+                self.statement_timeout
+            };
+        let client = tokio::time::timeout(bound, self.open())
+            .await
+            .map_err(|_| StoreError::Unavailable(Box::new(TimedOut(bound))))??;
+        let client = Arc::new(client);
+        *current = Some(client.clone());
+        Ok(client)
     }
+
+    /// A new connection, migrated when asked, whose schema is checked against the code.
+    async fn open(&self) -> Result<Client, StoreError> {
+        let mut client = self
+            .config
+            .connect()
+            .await
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        if self.migrate {
+            let report = crate::migrate::run(&mut client)
+                .await
+                .map_err(StoreError::migrate)?;
+            if !report.applied.is_empty() {
+                tracing::info!(applied = ?report.applied, "migrations applied (MIGRATE_ON_START)");
+            }
+        } else if let Some(missing) = crate::migrate::first_missing(&client)
+            .await
+            .map_err(StoreError::migrate)?
+        {
+            return Err(StoreError::SchemaBehind(missing));
+        }
+        Ok(client)
+    }
+
+    /// Runs one statement within the statement timeout; its rows.
+    async fn query(
+        &self,
+        query: &Query,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let typed = typed(query, params);
+        let conn = self.conn().await?;
+        self.timed(&conn, conn.query_typed(&query.sql, &typed))
+            .await
+    }
+
+    /// Runs one statement within the statement timeout; the number of rows it changed.
+    async fn execute(
+        &self,
+        query: &Query,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let typed = typed(query, params);
+        let conn = self.conn().await?;
+        self.timed(&conn, conn.execute_typed(&query.sql, &typed))
+            .await
+    }
+
+    /// `work` on `conn`, bounded by the statement timeout. Past it, the statement (which may
+    /// still hold locks) is cancelled and the connection dropped: the next call starts afresh.
+    async fn timed<T>(
+        &self,
+        conn: &Arc<Client>,
+        work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.statement_timeout, work).await {
+            Ok(result) => result.map_err(map_err),
+            Err(_) => {
+                // cancel before letting go of the connection: through a pooler, a client
+                // that has left cannot cancel, and the statement would wait on
+                let cancel = self.config.cancel(conn.cancel_token());
+                if tokio::time::timeout(CANCEL_WITHIN, cancel).await.is_err() {
+                    tracing::warn!("cannot cancel a statement past its timeout in time");
+                }
+                let mut current = self.conn.lock().await;
+                if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+                    *current = None;
+                }
+                Err(StoreError::Unavailable(Box::new(TimedOut(
+                    self.statement_timeout,
+                ))))
+            }
+        }
+    }
+
+    async fn query_opt(
+        &self,
+        query: &Query,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        let mut rows = self.query(query, params).await?;
+        if rows.len() > 1 {
+            return Err(StoreError::Corrupt(format!(
+                "a statement meant to answer one row answered {}",
+                rows.len()
+            )));
+        }
+        Ok(rows.pop())
+    }
+
+    async fn query_one(
+        &self,
+        query: &Query,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, StoreError> {
+        self.query_opt(query, params)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a statement answered no row".into()))
+    }
+
+    /// Runs a cancel or requeue statement; when it changes nothing, tells why.
+    async fn transition(
+        &self,
+        statement: &Query,
+        organization_id: Uuid,
+        id: Uuid,
+    ) -> Result<Transition, StoreError> {
+        let params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
+        if let Some(row) = self.query_opt(statement, &params).await? {
+            return Ok(Transition::Done(summary(&row)?));
+        }
+        match self.query_opt(&sql::JOB_STATUS, &params).await? {
+            None => Ok(Transition::NotFound),
+            Some(row) => Ok(Transition::Refused(status(&row, 0)?)),
+        }
+    }
+}
+
+/// The parameters paired with their declared types.
+fn typed<'a>(
+    query: &Query,
+    params: &[&'a (dyn ToSql + Sync)],
+) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+    debug_assert_eq!(params.len(), query.params.len(), "{}", query.sql);
+    params
+        .iter()
+        .zip(query.params)
+        .map(|(value, ty)| (*value, ty.clone()))
+        .collect()
 }
 
 /// Sorts a driver error into "try again later" or "something is wrong".
 fn map_err(err: tokio_postgres::Error) -> StoreError {
-    let lost_connection = err.is_closed()
-        || std::error::Error::source(&err).is_some_and(|s| s.is::<std::io::Error>());
-    let server_unavailable = err.code().is_some_and(|code| {
-        code.code().starts_with("08")
-            || *code == SqlState::ADMIN_SHUTDOWN
-            || *code == SqlState::CRASH_SHUTDOWN
-            || *code == SqlState::CANNOT_CONNECT_NOW
-            || *code == SqlState::TOO_MANY_CONNECTIONS
-    });
-    if lost_connection || server_unavailable {
+    if super::is_connection_lost(&err) {
         StoreError::Unavailable(Box::new(err))
     } else {
         StoreError::Database(err)
@@ -321,11 +435,9 @@ impl JobStore for PgStore {
             .iter()
             .map(|j| j.idempotency.as_ref().map(|i| i.request_hash.as_str()))
             .collect();
-        let conn = self.conn().await?;
-        let rows = conn
-            .client
+        let rows = self
             .query(
-                &conn.insert_jobs,
+                &sql::INSERT_JOBS,
                 &[
                     &ids,
                     &orgs,
@@ -337,8 +449,7 @@ impl JobStore for PgStore {
                     &hashes,
                 ],
             )
-            .await
-            .map_err(map_err)?;
+            .await?;
         let mut created = std::collections::HashMap::with_capacity(rows.len());
         for row in &rows {
             let summary = summary(row)?;
@@ -360,11 +471,9 @@ impl JobStore for PgStore {
             by_org.entry(org).or_default().push(key);
         }
         for (org, keys) in by_org {
-            let rows = conn
-                .client
-                .query(&conn.find_by_idempotency_keys, &[&org, &keys])
-                .await
-                .map_err(map_err)?;
+            let rows = self
+                .query(&sql::FIND_BY_IDEMPOTENCY_KEYS, &[&org, &keys])
+                .await?;
             for row in &rows {
                 let hash: String = row.get(3);
                 let key: String = row.get(4);
@@ -394,15 +503,13 @@ impl JobStore for PgStore {
     }
 
     async fn get(&self, organization_id: Uuid, id: Uuid) -> Result<Option<JobView>, StoreError> {
-        let conn = self.conn().await?;
         let job_params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
         let delivery_params: [&(dyn ToSql + Sync); 1] = [&id];
         // pipelined: both queries travel in one round trip
         let (job, deliveries) = futures::try_join!(
-            conn.client.query_opt(&conn.get_job, &job_params),
-            conn.client.query(&conn.list_deliveries, &delivery_params),
-        )
-        .map_err(map_err)?;
+            self.query_opt(&sql::GET_JOB, &job_params),
+            self.query(&sql::LIST_DELIVERIES, &delivery_params),
+        )?;
         let Some(row) = job else {
             return Ok(None);
         };
@@ -427,13 +534,11 @@ impl JobStore for PgStore {
     }
 
     async fn cancel(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
-        let conn = self.conn().await?;
-        conn.transition(&conn.cancel, organization_id, id).await
+        self.transition(&sql::CANCEL, organization_id, id).await
     }
 
     async fn requeue(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
-        let conn = self.conn().await?;
-        conn.transition(&conn.requeue, organization_id, id).await
+        self.transition(&sql::REQUEUE, organization_id, id).await
     }
 
     async fn list(
@@ -443,11 +548,9 @@ impl JobStore for PgStore {
         after: Option<ListCursor>,
         limit: u32,
     ) -> Result<Vec<JobView>, StoreError> {
-        let conn = self.conn().await?;
-        let rows = conn
-            .client
+        let rows = self
             .query(
-                &conn.list_jobs,
+                &sql::LIST_JOBS,
                 &[
                     &organization_id,
                     &status.map(JobStatus::as_str),
@@ -456,22 +559,19 @@ impl JobStore for PgStore {
                     &i64::from(limit),
                 ],
             )
-            .await
-            .map_err(map_err)?;
+            .await?;
         rows.iter().map(job_view).collect()
     }
 
     async fn claim(&self, batch_size: u32) -> Result<Vec<ClaimedJob>, StoreError> {
-        let conn = self.conn().await?;
         let batch = i64::from(batch_size);
         let rows = match self.rate_limit_per_min {
-            None => conn.client.query(&conn.claim, &[&batch]).await,
+            None => self.query(&sql::CLAIM, &[&batch]).await?,
             Some(per_minute) => {
                 let per_minute = i32::try_from(per_minute).unwrap_or(i32::MAX);
-                conn.client.query(&conn.claim, &[&batch, &per_minute]).await
+                self.query(&sql::CLAIM_FAIR, &[&batch, &per_minute]).await?
             }
-        }
-        .map_err(map_err)?;
+        };
         rows.iter().map(claimed_job).collect()
     }
 
@@ -521,11 +621,9 @@ impl JobStore for PgStore {
             started.push(c.started_at);
             finished.push(c.finished_at);
         }
-        let conn = self.conn().await?;
-        let rows = conn
-            .client
+        let rows = self
             .query(
-                &conn.complete,
+                &sql::COMPLETE_AND_CLAIM,
                 &[
                     &ids,
                     &tokens,
@@ -541,8 +639,7 @@ impl JobStore for PgStore {
                     &i64::from(next_batch),
                 ],
             )
-            .await
-            .map_err(map_err)?;
+            .await?;
         let mut report = CompleteReport::default();
         let mut claimed = Vec::new();
         for row in &rows {
@@ -556,15 +653,12 @@ impl JobStore for PgStore {
     }
 
     async fn sweep(&self, stuck_after: Duration, limit: u32) -> Result<SweepReport, StoreError> {
-        let conn = self.conn().await?;
-        let row = conn
-            .client
+        let row = self
             .query_one(
-                &conn.sweep,
+                &sql::SWEEP,
                 &[&stuck_after.as_secs_f64(), &i64::from(limit)],
             )
-            .await
-            .map_err(map_err)?;
+            .await?;
         let count = |idx| row.get::<_, i64>(idx).max(0) as u64;
         Ok(SweepReport {
             requeued: count(0),
@@ -573,12 +667,8 @@ impl JobStore for PgStore {
     }
 
     async fn prune(&self, older_than_days: u32, limit: u32) -> Result<u64, StoreError> {
-        let conn = self.conn().await?;
         let days = i32::try_from(older_than_days).unwrap_or(i32::MAX);
-        conn.client
-            .execute(&conn.prune, &[&days, &i64::from(limit)])
-            .await
-            .map_err(map_err)
+        self.execute(&sql::PRUNE, &[&days, &i64::from(limit)]).await
     }
 
     async fn count_ingest(
@@ -586,13 +676,10 @@ impl JobStore for PgStore {
         organization_id: Uuid,
         requests: u32,
     ) -> Result<IngestWindow, StoreError> {
-        let conn = self.conn().await?;
         let requests = i32::try_from(requests).unwrap_or(i32::MAX);
-        let row = conn
-            .client
-            .query_one(&conn.count_ingest, &[&organization_id, &requests])
-            .await
-            .map_err(map_err)?;
+        let row = self
+            .query_one(&sql::COUNT_INGEST, &[&organization_id, &requests])
+            .await?;
         Ok(IngestWindow {
             used: row.get::<_, i32>(0).max(0) as u32,
             resets_in_secs: row.get::<_, i32>(1).max(0) as u32,
@@ -600,19 +687,17 @@ impl JobStore for PgStore {
     }
 
     async fn prune_rate_windows(&self) -> Result<u64, StoreError> {
-        let conn = self.conn().await?;
-        conn.client
-            .execute(&conn.prune_counters, &[])
-            .await
-            .map_err(map_err)
+        self.execute(&sql::PRUNE_COUNTERS, &[]).await
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::sql::{self, Query};
+
     #[test]
     fn the_fair_claim_ends_with_the_update_of_claim_sql() {
-        let statement = super::sql::claim_fair();
+        let statement = &sql::CLAIM_FAIR.sql;
         assert!(
             !statement.contains("/* the UPDATE of claim.sql */"),
             "marker replaced"
@@ -629,9 +714,55 @@ mod tests {
 
     #[test]
     fn the_combined_statement_embeds_the_claim() {
-        let statement = super::sql::complete_and_claim();
+        let statement = &sql::COMPLETE_AND_CLAIM.sql;
         assert!(!statement.contains("/* claim.sql */"), "marker replaced");
         assert!(statement.contains("LIMIT $12"), "the claim's size is $12");
         assert!(statement.contains("FOR UPDATE SKIP LOCKED"));
+    }
+
+    #[test]
+    #[should_panic(expected = "exactly once")]
+    fn a_missing_marker_fails_loudly() {
+        let _ = sql::splice_for_test("SELECT 1", "/* nowhere */", "x");
+    }
+
+    /// The highest `$n` a statement uses.
+    fn highest_parameter(sql: &str) -> usize {
+        let mut highest = 0;
+        let bytes = sql.as_bytes();
+        for (i, _) in sql.match_indices('$') {
+            let digits: String = bytes[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .map(|b| *b as char)
+                .collect();
+            highest = highest.max(digits.parse().unwrap_or(0));
+        }
+        highest
+    }
+
+    #[test]
+    fn every_statement_declares_one_type_per_parameter() {
+        let all: [(&str, &Query); 16] = [
+            ("claim", &sql::CLAIM),
+            ("claim_fair", &sql::CLAIM_FAIR),
+            ("complete_and_claim", &sql::COMPLETE_AND_CLAIM),
+            ("complete", &sql::COMPLETE_TEMPLATE),
+            ("count_ingest", &sql::COUNT_INGEST),
+            ("prune_counters", &sql::PRUNE_COUNTERS),
+            ("insert_jobs", &sql::INSERT_JOBS),
+            ("find_by_idempotency_keys", &sql::FIND_BY_IDEMPOTENCY_KEYS),
+            ("get_job", &sql::GET_JOB),
+            ("list_deliveries", &sql::LIST_DELIVERIES),
+            ("sweep", &sql::SWEEP),
+            ("prune", &sql::PRUNE),
+            ("cancel", &sql::CANCEL),
+            ("requeue", &sql::REQUEUE),
+            ("job_status", &sql::JOB_STATUS),
+            ("list_jobs", &sql::LIST_JOBS),
+        ];
+        for (name, query) in all {
+            assert_eq!(highest_parameter(&query.sql), query.params.len(), "{name}");
+        }
     }
 }

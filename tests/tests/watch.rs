@@ -1,0 +1,319 @@
+//! The three functions under the real `cargo lambda watch` (issue 12): ingest through its
+//! function-URL emulation (`/lambda-url/ingest/…`, which parses the reply as a
+//! `LambdaFunctionUrlResponse`), the worker and the sweeper through `cargo lambda invoke`,
+//! against this test's own migrated database and the AWS stand-in — as a user's curl would.
+//!
+//! Slow on a cold target folder: watch compiles each function on its first call (the test
+//! builds them first, see `watch::prebuild`). Needs cargo-lambda (`make test` installs it).
+
+use std::time::Instant;
+
+use integration_tests::stand_in::{self, Recipients};
+use integration_tests::watch::{Watch, CALL, FIRST_CALL};
+use integration_tests::{count, TestDb};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+const SENDER: &str = "noreply@watch-tests.example.com";
+const SCHEDULED: &str = "tests/fixtures/events/scheduled.json";
+
+fn is_time(v: &Value) -> bool {
+    v.as_str()
+        .is_some_and(|s| chrono::DateTime::parse_from_rfc3339(s).is_ok())
+}
+
+/// The error body's code and the fields it names.
+fn error(reply: &integration_tests::watch::Reply) -> (String, Vec<String>) {
+    let body = reply.json();
+    let code = body["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "an error names its cause: {}",
+        reply.body
+    );
+    let fields = body["error"]["fields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("fields is a list: {}", reply.body))
+        .iter()
+        .map(|f| f["field"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    (code, fields)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
+    let started = Instant::now();
+    let db = TestDb::new().await;
+    let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
+    let url = shared::db::url_with_dbname(&server, &db.name)
+        .expect("DATABASE_URL must be a postgres:// URL for this test");
+    stand_in::verify_sender(SENDER).await;
+    let mut env: Vec<(&str, String)> = vec![
+        ("DATABASE_URL", url),
+        ("MIGRATE_ON_START", "true".into()),
+        ("ALLOW_ORG_HEADER", "true".into()),
+        ("EMAIL_FROM", SENDER.into()),
+        ("RUST_LOG", "info".into()),
+    ];
+    for name in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ] {
+        let value = std::env::var(name)
+            .unwrap_or_else(|_| panic!("{name} is not set: run the tests with `make test`"));
+        env.push((name, value));
+    }
+    let watch = Watch::start(&env).await;
+    let org = Uuid::new_v4().to_string();
+    let json_org = [
+        ("Content-Type", "application/json"),
+        ("X-Organization-Id", org.as_str()),
+    ];
+    let recipients = Recipients::new();
+    let phone = recipients.phone();
+    let email = recipients.email();
+
+    // POST → 202 (the first call compiles ingest if it is not fresh)
+    let sms_body = json!({"channel": "sms", "to": phone, "message": "Invoice 42 is paid"});
+    let created = watch
+        .request(
+            "POST",
+            "ingest",
+            "/notifications",
+            &json_org,
+            Some(&sms_body.to_string()),
+            FIRST_CALL,
+        )
+        .await;
+    eprintln!(
+        "watch: first answer after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(created.status, 202, "{created:?}");
+    let job = created.json();
+    let id = job["id"].as_str().expect("an id").to_owned();
+    Uuid::parse_str(&id).expect("the id is a UUID");
+    assert_eq!(job["status"], "pending", "{job}");
+    assert!(is_time(&job["next_attempt_at"]), "{job}");
+    assert_eq!(
+        job.as_object().unwrap().len(),
+        3,
+        "{{id, status, next_attempt_at}}: {job}"
+    );
+    assert_eq!(
+        created.header("location"),
+        Some(format!("/notifications/{id}").as_str())
+    );
+    assert_eq!(created.header("content-type"), Some("application/json"));
+    assert!(created.header("x-request-id").is_some(), "{created:?}");
+
+    let email_body = json!({"channel": "email", "to": email, "subject": "Your receipt",
+                            "text": "Thanks for your payment."});
+    let created_email = watch
+        .request(
+            "POST",
+            "ingest",
+            "/notifications",
+            &json_org,
+            Some(&email_body.to_string()),
+            CALL,
+        )
+        .await;
+    assert_eq!(created_email.status, 202, "{created_email:?}");
+    let email_id = created_email.json()["id"].as_str().unwrap().to_owned();
+
+    // GET → 200, the job as it is now
+    let got = watch
+        .request(
+            "GET",
+            "ingest",
+            &format!("/notifications/{id}"),
+            &[("X-Organization-Id", &org)],
+            None,
+            CALL,
+        )
+        .await;
+    assert_eq!(got.status, 200, "{got:?}");
+    let view = got.json();
+    assert_eq!(view["id"], id.as_str());
+    assert_eq!(view["channel"], "sms");
+    assert_eq!(view["to"], phone.as_str());
+    assert_eq!(view["status"], "pending");
+    assert_eq!(
+        (view["attempts"].as_i64(), view["max_attempts"].as_i64()),
+        (Some(0), Some(5))
+    );
+    assert_eq!(view["deliveries"], json!([]), "{view}");
+    assert!(view["last_error"].is_null(), "{view}");
+
+    // 400: a body that is not JSON, and one with invalid fields (each named)
+    let not_json = watch
+        .request(
+            "POST",
+            "ingest",
+            "/notifications",
+            &json_org,
+            Some("{not json"),
+            CALL,
+        )
+        .await;
+    assert_eq!(not_json.status, 400, "{not_json:?}");
+    assert_eq!(error(&not_json).0, "invalid_json");
+    let invalid = watch
+        .request(
+            "POST",
+            "ingest",
+            "/notifications",
+            &json_org,
+            Some(r#"{"channel":"sms","to":"+0555","message":""}"#),
+            CALL,
+        )
+        .await;
+    assert_eq!(invalid.status, 400, "{invalid:?}");
+    assert_eq!(
+        error(&invalid),
+        (
+            "validation_failed".into(),
+            vec!["to".into(), "message".into()]
+        )
+    );
+
+    // 404: an unknown id, another organization's job, an unknown path
+    for (path, org) in [
+        (format!("/notifications/{}", Uuid::new_v4()), org.clone()),
+        (format!("/notifications/{id}"), Uuid::new_v4().to_string()),
+        ("/nowhere".to_owned(), org.clone()),
+    ] {
+        let missing = watch
+            .request(
+                "GET",
+                "ingest",
+                &path,
+                &[("X-Organization-Id", &org)],
+                None,
+                CALL,
+            )
+            .await;
+        assert_eq!(missing.status, 404, "GET {path}: {missing:?}");
+        assert_eq!(error(&missing), ("not_found".into(), vec![]), "GET {path}");
+    }
+
+    // 405, with the methods the path allows
+    let wrong = watch
+        .request(
+            "DELETE",
+            "ingest",
+            &format!("/notifications/{id}"),
+            &json_org,
+            None,
+            CALL,
+        )
+        .await;
+    assert_eq!(wrong.status, 405, "{wrong:?}");
+    assert_eq!(error(&wrong), ("method_not_allowed".into(), vec![]));
+    assert_eq!(wrong.header("allow"), Some("GET"));
+
+    // what ingest wrote: the two accepted jobs, nothing for the refused requests
+    let client = db.client().await;
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM notification_jobs").await,
+        2
+    );
+
+    // the worker sends both; the stand-in got them
+    let worked = watch.invoke("worker", SCHEDULED, FIRST_CALL).await;
+    assert!(worked["elapsed_ms"].is_u64(), "{worked}");
+    let mut summary = worked.clone();
+    summary.as_object_mut().unwrap().remove("elapsed_ms");
+    assert_eq!(
+        summary,
+        json!({"claimed": 2, "sent": 2, "retried": 0, "dead": 0, "fenced": 0, "batches": 1}),
+        "worker summary"
+    );
+    let received = stand_in::received().await;
+    let sms: Vec<_> = received
+        .sms
+        .iter()
+        .filter(|m| m.phone_number == phone)
+        .collect();
+    assert_eq!(sms.len(), 1, "{:?}", received.sms);
+    assert_eq!(sms[0].message, "Invoice 42 is paid");
+    let mail: Vec<_> = received
+        .email
+        .iter()
+        .filter(|m| m.to == [email.clone()])
+        .collect();
+    assert_eq!(mail.len(), 1, "{:?}", received.email);
+    assert_eq!(
+        (mail[0].source.as_str(), mail[0].subject.as_str()),
+        (SENDER, "Your receipt")
+    );
+
+    // GET → the job as sent, with its attempt and the provider's message id
+    let sent = watch
+        .request(
+            "GET",
+            "ingest",
+            &format!("/notifications/{id}"),
+            &[("X-Organization-Id", &org)],
+            None,
+            CALL,
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{sent:?}");
+    let view = sent.json();
+    assert_eq!(
+        (view["status"].as_str(), view["attempts"].as_i64()),
+        (Some("sent"), Some(1)),
+        "{view}"
+    );
+    let deliveries = view["deliveries"].as_array().expect("deliveries");
+    assert_eq!(deliveries.len(), 1, "{view}");
+    assert_eq!(deliveries[0]["attempt"], 1);
+    assert_eq!(deliveries[0]["provider"], "sns");
+    assert_eq!(deliveries[0]["outcome"], "sent");
+    assert_eq!(
+        deliveries[0]["provider_message_id"],
+        sms[0].message_id.as_str()
+    );
+    assert_eq!(
+        count(
+            &client,
+            &format!("SELECT count(*) FROM notification_jobs WHERE id = '{email_id}' AND status = 'sent'")
+        )
+        .await,
+        1
+    );
+
+    // the sweeper: nothing stuck, nothing old enough to prune
+    let swept = watch.invoke("sweeper", SCHEDULED, FIRST_CALL).await;
+    assert!(swept["elapsed_ms"].is_u64(), "{swept}");
+    let mut summary = swept.clone();
+    summary.as_object_mut().unwrap().remove("elapsed_ms");
+    assert_eq!(
+        summary,
+        json!({"requeued": 0, "dead": 0, "pruned": 0}),
+        "sweeper summary"
+    );
+
+    // a second worker run finds nothing due
+    let idle = watch.invoke("worker", SCHEDULED, CALL).await;
+    assert_eq!(
+        (idle["claimed"].as_u64(), idle["batches"].as_u64()),
+        (Some(0), Some(0)),
+        "{idle}"
+    );
+
+    drop(watch);
+    eprintln!(
+        "watch: test done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
