@@ -138,7 +138,12 @@ impl DbConfig {
     /// Reads `DATABASE_SECRET_ARN` (then the secret, now) or `DATABASE_URL`, and the optional
     /// `DATABASE_CA_FILE`.
     pub async fn from_env() -> Result<Self, ConnectError> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        Self::from_lookup(&crate::config::Vars::process()).await
+    }
+
+    /// [`DbConfig::from_env`] over any lookup.
+    pub async fn from_lookup(vars: &crate::config::Vars<'_>) -> Result<Self, ConnectError> {
+        let var = |name: &'static str| vars.optional(name);
         let ca = var("DATABASE_CA_FILE").map(PathBuf::from);
         let Some(arn) = var("DATABASE_SECRET_ARN") else {
             let url = var("DATABASE_URL").ok_or(ConnectError::MissingUrl)?;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::{self, ConfigError};
+use crate::config::{ConfigError, Vars};
 use crate::db::{ConnectError, DbConfig};
 use crate::store::PgStore;
 
@@ -23,12 +23,14 @@ pub enum StartupError {
 ///
 /// No connection is opened here: a database outage at cold start does not fail the start.
 pub async fn store(default_timeout: Duration) -> Result<PgStore, StartupError> {
-    let db = DbConfig::from_env().await?;
+    let vars = Vars::process();
     let default_ms = u64::try_from(default_timeout.as_millis()).unwrap_or(u64::MAX);
-    let timeout_ms = config::parse_or("DATABASE_STATEMENT_TIMEOUT_MS", default_ms, 100..=900_000)?;
+    let timeout_ms = vars.parse_or("DATABASE_STATEMENT_TIMEOUT_MS", default_ms, 100..=900_000)?;
+    let migrate = vars.flag("MIGRATE_ON_START", true)?;
+    let db = DbConfig::from_env().await?;
     Ok(PgStore::new(db)
         .with_statement_timeout(Duration::from_millis(timeout_ms))
-        .with_migrations(config::flag("MIGRATE_ON_START", true)?))
+        .with_migrations(migrate))
 }
 
 /// Opens the store's connection during the cold start (Lambda gives init a full CPU), for at

@@ -32,21 +32,26 @@ impl SweeperConfig {
 
     /// Reads `STUCK_AFTER_SECS`, `WORKER_TIMEOUT_SECS`, `SWEEP_BATCH_SIZE` and `RETENTION_DAYS`.
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(&config::Vars::process())
+    }
+
+    /// [`SweeperConfig::from_env`] over any lookup.
+    pub fn from_lookup(vars: &config::Vars) -> Result<Self, ConfigError> {
         let config = Self::new(
-            config::parse_or(
+            vars.parse_or(
                 "STUCK_AFTER_SECS",
                 Self::DEFAULT_STUCK_AFTER_SECS,
                 1..=86_400,
             )?,
-            config::parse_or(
+            vars.parse_or(
                 "WORKER_TIMEOUT_SECS",
                 Self::DEFAULT_WORKER_TIMEOUT_SECS,
                 1..=900,
             )?,
-            config::parse_or("SWEEP_BATCH_SIZE", Self::DEFAULT_BATCH_SIZE, 1..=10_000)?,
+            vars.parse_or("SWEEP_BATCH_SIZE", Self::DEFAULT_BATCH_SIZE, 1..=10_000)?,
         )?;
         Ok(Self {
-            retention_days: config::parse_or(
+            retention_days: vars.parse_or(
                 "RETENTION_DAYS",
                 Self::DEFAULT_RETENTION_DAYS,
                 0..=3_650,

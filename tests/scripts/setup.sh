@@ -2,6 +2,7 @@
 # `make setup`: checks what the project needs and installs what it can, then says what is left.
 #   - Rust toolchain (cargo), plus rustfmt, clippy and the aarch64 target (`make build`)
 #   - PostgreSQL server binaries (initdb, pg_ctl) for the throwaway local database
+#   - PgBouncer (transaction pooling) for the tests' second pass through a pooler
 #   - python3 with venv, for the project-local tool virtualenvs
 #   - cargo-lambda (brings zig), aws-sam-cli and cfn-lint from PyPI into .venv-tools
 #   - moto's server (the local AWS stand-in) from PyPI into .venv
@@ -19,6 +20,7 @@ missing=()
 
 apt_packages=()
 pg_bindir >/dev/null || apt_packages+=(postgresql)
+{ command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; } || apt_packages+=(pgbouncer)
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 command -v curl >/dev/null || apt_packages+=(curl)
 if [ ${#apt_packages[@]} -gt 0 ]; then

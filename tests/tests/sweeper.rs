@@ -221,11 +221,11 @@ async fn the_crash_story_ends_sent_with_a_lost_then_a_sent_attempt() {
 
 #[test]
 fn a_window_not_longer_than_the_worker_timeout_stops_the_sweeper_at_start() {
-    std::env::set_var("STUCK_AFTER_SECS", "100");
-    std::env::set_var("WORKER_TIMEOUT_SECS", "120");
-    let err = SweeperConfig::from_env().unwrap_err().to_string();
-    std::env::remove_var("STUCK_AFTER_SECS");
-    std::env::remove_var("WORKER_TIMEOUT_SECS");
+    let lookup =
+        shared::config::pairs(&[("STUCK_AFTER_SECS", "100"), ("WORKER_TIMEOUT_SECS", "120")]);
+    let err = SweeperConfig::from_lookup(&shared::config::Vars::new(&lookup))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("STUCK_AFTER_SECS=100"), "{err}");
     assert!(err.contains("WORKER_TIMEOUT_SECS=120"), "{err}");
 }

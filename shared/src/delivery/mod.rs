@@ -186,8 +186,13 @@ impl DeliveryConfig {
     }
 
     pub fn from_env() -> Result<Self, crate::config::ConfigError> {
-        use crate::config::{optional, required, ConfigError};
-        let email_from = required(
+        Self::from_lookup(&crate::config::Vars::process())
+    }
+
+    /// Reads `EMAIL_FROM` (required), `SMS_SENDER_ID` and `SES_CONFIGURATION_SET`.
+    pub fn from_lookup(vars: &crate::config::Vars) -> Result<Self, crate::config::ConfigError> {
+        use crate::config::ConfigError;
+        let email_from = vars.required(
             "EMAIL_FROM",
             "the sender address of every email (an SES-verified identity, e.g. \
              noreply@example.com); the worker does not start without it",
@@ -201,7 +206,7 @@ impl DeliveryConfig {
                     .into(),
             });
         }
-        let sms_sender_id = optional("SMS_SENDER_ID");
+        let sms_sender_id = vars.optional("SMS_SENDER_ID");
         if let Some(id) = &sms_sender_id {
             let valid = (1..=11).contains(&id.len())
                 && id.chars().all(|c| c.is_ascii_alphanumeric())
@@ -216,7 +221,7 @@ impl DeliveryConfig {
         }
         Ok(Self {
             email_from,
-            ses_configuration_set: optional("SES_CONFIGURATION_SET"),
+            ses_configuration_set: vars.optional("SES_CONFIGURATION_SET"),
             sms_sender_id,
         })
     }

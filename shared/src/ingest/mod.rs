@@ -41,9 +41,14 @@ pub struct IngestConfig {
 
 impl IngestConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(&config::Vars::process())
+    }
+
+    /// Reads `ALLOW_ORG_HEADER` and `INGEST_RATE_LIMIT_PER_ORG_PER_MIN`.
+    pub fn from_lookup(vars: &config::Vars) -> Result<Self, ConfigError> {
         Ok(Self {
-            allow_org_header: config::flag("ALLOW_ORG_HEADER", false)?,
-            rate_limit_per_min: config::parse_or(
+            allow_org_header: vars.flag("ALLOW_ORG_HEADER", false)?,
+            rate_limit_per_min: vars.parse_or(
                 "INGEST_RATE_LIMIT_PER_ORG_PER_MIN",
                 0u32,
                 0..=1_000_000,

@@ -16,7 +16,7 @@ use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use serde::Serialize;
 
-use crate::config::{parse_or, ConfigError};
+use crate::config::{ConfigError, Vars};
 use crate::delivery::{
     masked_recipient_of, Deliverer, DeliveryConfig, DeliveryError, ErrorClass, WORKER_PANIC,
 };
@@ -68,17 +68,22 @@ impl WorkerConfig {
     /// Reads and checks `WORKER_BATCH_SIZE`, `WORKER_CONCURRENCY`, `PROVIDER_TIMEOUT_MS`,
     /// `WORKER_POLL_SECS`, `EMAIL_FROM` (required), `SES_CONFIGURATION_SET`, `SMS_SENDER_ID`.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let delivery = DeliveryConfig::from_env()?;
+        Self::from_lookup(&Vars::process())
+    }
+
+    /// [`WorkerConfig::from_env`] over any lookup.
+    pub fn from_lookup(vars: &Vars) -> Result<Self, ConfigError> {
+        let delivery = DeliveryConfig::from_lookup(vars)?;
         Ok(Self {
-            batch_size: parse_or("WORKER_BATCH_SIZE", 100u32, 1..=1000)?,
-            concurrency: parse_or("WORKER_CONCURRENCY", 16usize, 1..=256)?,
-            provider_timeout: Duration::from_millis(parse_or(
+            batch_size: vars.parse_or("WORKER_BATCH_SIZE", 100u32, 1..=1000)?,
+            concurrency: vars.parse_or("WORKER_CONCURRENCY", 16usize, 1..=256)?,
+            provider_timeout: Duration::from_millis(vars.parse_or(
                 "PROVIDER_TIMEOUT_MS",
                 10_000u64,
                 100..=60_000,
             )?),
-            poll: Duration::from_secs(parse_or("WORKER_POLL_SECS", 0u64, 0..=900)?),
-            rate_limit_per_org_per_min: parse_or(
+            poll: Duration::from_secs(vars.parse_or("WORKER_POLL_SECS", 0u64, 0..=900)?),
+            rate_limit_per_org_per_min: vars.parse_or(
                 "RATE_LIMIT_PER_ORG_PER_MIN",
                 0u32,
                 0..=10_000_000,
@@ -455,35 +460,30 @@ mod tests {
     }
 
     #[test]
-    fn config_from_env() {
-        // the only test touching these variables
-        const VARS: [&str; 7] = [
-            "EMAIL_FROM",
-            "WORKER_BATCH_SIZE",
-            "WORKER_CONCURRENCY",
-            "PROVIDER_TIMEOUT_MS",
-            "WORKER_POLL_SECS",
-            "SMS_SENDER_ID",
-            "SES_CONFIGURATION_SET",
-        ];
-        VARS.iter().for_each(|name| std::env::remove_var(name));
-        let err = WorkerConfig::from_env().unwrap_err().to_string();
+    fn config_from_lookup() {
+        let read = |pairs: &[(&str, &str)]| {
+            let lookup = crate::config::pairs(pairs);
+            WorkerConfig::from_lookup(&Vars::new(&lookup))
+        };
+        let err = read(&[]).unwrap_err().to_string();
         assert!(err.starts_with("EMAIL_FROM is required"), "{err}");
 
-        std::env::set_var("EMAIL_FROM", "noreply@example.com");
-        let c = WorkerConfig::from_env().unwrap();
+        let email = ("EMAIL_FROM", "noreply@example.com");
         assert_eq!(
-            c,
+            read(&[email]).unwrap(),
             WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
         );
 
-        std::env::set_var("WORKER_BATCH_SIZE", "25");
-        std::env::set_var("WORKER_CONCURRENCY", "4");
-        std::env::set_var("PROVIDER_TIMEOUT_MS", "2500");
-        std::env::set_var("WORKER_POLL_SECS", "10");
-        std::env::set_var("SMS_SENDER_ID", "Acme");
-        std::env::set_var("SES_CONFIGURATION_SET", "transactional");
-        let c = WorkerConfig::from_env().unwrap();
+        let c = read(&[
+            email,
+            ("WORKER_BATCH_SIZE", "25"),
+            ("WORKER_CONCURRENCY", "4"),
+            ("PROVIDER_TIMEOUT_MS", "2500"),
+            ("WORKER_POLL_SECS", "10"),
+            ("SMS_SENDER_ID", "Acme"),
+            ("SES_CONFIGURATION_SET", "transactional"),
+        ])
+        .unwrap();
         assert_eq!(c.batch_size, 25);
         assert_eq!(c.concurrency, 4);
         assert_eq!(c.provider_timeout, Duration::from_millis(2500));
@@ -494,21 +494,17 @@ mod tests {
             Some("transactional")
         );
 
-        std::env::set_var("WORKER_CONCURRENCY", "0");
-        let err = WorkerConfig::from_env().unwrap_err().to_string();
+        let err = read(&[email, ("WORKER_CONCURRENCY", "0")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("WORKER_CONCURRENCY"), "{err}");
-        std::env::set_var("WORKER_CONCURRENCY", "4");
-        std::env::set_var("SMS_SENDER_ID", "not a sender id");
-        assert!(WorkerConfig::from_env()
+        assert!(read(&[email, ("SMS_SENDER_ID", "not a sender id")])
             .unwrap_err()
             .to_string()
             .contains("SMS_SENDER_ID"));
-        std::env::remove_var("SMS_SENDER_ID");
-        std::env::set_var("EMAIL_FROM", "noreply");
-        assert!(WorkerConfig::from_env()
+        assert!(read(&[("EMAIL_FROM", "noreply")])
             .unwrap_err()
             .to_string()
             .starts_with("EMAIL_FROM=\"noreply\" is invalid"));
-        VARS.iter().for_each(|name| std::env::remove_var(name));
     }
 }
