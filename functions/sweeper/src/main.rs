@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
+use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
+use serde_json::{json, Value};
 use shared::sweeper::{self, SweeperConfig};
 use shared::{error::report, startup, store::PgStore};
 
@@ -18,9 +18,10 @@ async fn main() -> Result<(), Error> {
     run(service_fn(move |_event: LambdaEvent<Value>| {
         let (store, config) = (store.clone(), config.clone());
         async move {
-            // a store error fails the invocation: the next schedule tries again
+            // a store error fails the invocation (errorType Unavailable or Database): the
+            // next schedule tries again
             let summary = sweeper::run_once(store.as_ref(), &config).await?;
-            Ok::<_, Error>(serde_json::to_value(summary)?)
+            Ok::<_, Diagnostic>(json!(summary))
         }
     }))
     .await

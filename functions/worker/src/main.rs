@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
+use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
+use serde_json::{json, Value};
 use shared::delivery::{aws_deliverer, Router};
 use shared::worker::{self, WorkerConfig};
 use shared::{error::report, startup, store::PgStore};
@@ -30,10 +30,11 @@ async fn main() -> Result<(), Error> {
 }
 
 /// The event's content is ignored: an EventBridge schedule, or `{}` from `cargo lambda invoke`.
-async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Error> {
-    // only a store error fails the invocation; delivery failures are in the summary
+async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Diagnostic> {
+    // only a store error fails the invocation (errorType Unavailable or Database); delivery
+    // failures are in the summary
     let summary = worker::handle(event, &deps.store, &deps.deliverer, &deps.config).await?;
-    Ok(serde_json::to_value(summary)?)
+    Ok(json!(summary))
 }
 
 async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {

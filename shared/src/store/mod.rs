@@ -45,12 +45,36 @@ impl StoreError {
         )
     }
 
+    /// The class a failed invocation reports to Lambda (`errorType`): `Unavailable` passes
+    /// on its own (an outage, a timeout, a deploy not yet migrated); the others need a look.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Unavailable(_) | StoreError::SchemaBehind(_) => "Unavailable",
+            StoreError::Database(_) => "Database",
+            StoreError::Corrupt(_) => "Corrupt",
+            StoreError::Migrate(_) => "Migrate",
+        }
+    }
+
     pub(crate) fn migrate(err: crate::migrate::MigrateError) -> Self {
         match err {
             crate::migrate::MigrateError::Database(source) if is_connection_lost(&source) => {
                 StoreError::Unavailable(Box::new(source))
             }
             other => StoreError::Migrate(Box::new(other)),
+        }
+    }
+}
+
+/// A store error failing a worker or sweeper invocation: logged once with its whole cause
+/// chain, and reported to Lambda with its class as `errorType`.
+impl From<StoreError> for lambda_runtime::Diagnostic {
+    fn from(err: StoreError) -> Self {
+        let message = crate::error::report(&err);
+        tracing::error!(kind = err.kind(), error = %message, "store error; the invocation fails");
+        lambda_runtime::Diagnostic {
+            error_type: err.kind().to_owned(),
+            error_message: message,
         }
     }
 }
@@ -289,4 +313,26 @@ pub trait JobStore: Send + Sync {
 
     /// Deletes rate-limit windows older than an hour.
     async fn prune_rate_windows(&self) -> Result<u64, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+    use lambda_runtime::Diagnostic;
+
+    #[test]
+    fn a_failed_invocation_reports_the_class_and_the_whole_chain() {
+        let outage = StoreError::Unavailable(Box::new(std::io::Error::other("connection refused")));
+        let diagnostic = Diagnostic::from(outage);
+        assert_eq!(diagnostic.error_type, "Unavailable");
+        assert_eq!(
+            diagnostic.error_message,
+            "the database is unavailable: connection refused"
+        );
+        let behind = Diagnostic::from(StoreError::SchemaBehind("0009_next.sql"));
+        assert_eq!(behind.error_type, "Unavailable");
+        assert!(behind.error_message.contains("0009_next.sql"));
+        let corrupt = Diagnostic::from(StoreError::Corrupt("job status \"x\"".into()));
+        assert_eq!(corrupt.error_type, "Corrupt");
+    }
 }
