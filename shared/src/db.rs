@@ -114,6 +114,10 @@ struct Base {
     config: Config,
     /// Whether the text named an `sslmode` (unset means "decide by the host").
     sslmode_given: bool,
+    /// Its host, port and database win over a secret's (`DATABASE_HOST`/`PORT`/`NAME`: an
+    /// RDS Proxy endpoint in front of the instance the secret names); otherwise they only
+    /// fill in what the secret lacks.
+    pinned: bool,
 }
 
 /// A Secrets Manager secret and the settings last read from it.
@@ -149,8 +153,8 @@ impl DbConfig {
             let url = var("DATABASE_URL").ok_or(ConnectError::MissingUrl)?;
             return Self::new(&url, ca.as_deref());
         };
-        let base = match var("DATABASE_URL") {
-            Some(url) => url,
+        let (base, pinned) = match var("DATABASE_URL") {
+            Some(url) => (url, false),
             None => {
                 let mut parts = Vec::new();
                 for (key, name) in [
@@ -169,14 +173,18 @@ impl DbConfig {
                         parts.push(format!("{key}={value}"));
                     }
                 }
-                parts.join(" ")
+                (parts.join(" "), true)
             }
         };
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .load()
             .await;
         let client = aws_sdk_secretsmanager::Client::new(&sdk);
-        Self::from_secret(client, &arn, &base, ca.as_deref()).await
+        let base = Base {
+            pinned,
+            ..Base::parse(&base)?
+        };
+        Self::with_secret(client, &arn, base, ca.as_deref()).await
     }
 
     /// Settings from a connection string (URL or `key=value` form).
@@ -201,7 +209,15 @@ impl DbConfig {
         base: &str,
         ca_file: Option<&Path>,
     ) -> Result<Self, ConnectError> {
-        let base = Base::parse(base)?;
+        Self::with_secret(client, arn, Base::parse(base)?, ca_file).await
+    }
+
+    async fn with_secret(
+        client: aws_sdk_secretsmanager::Client,
+        arn: &str,
+        base: Base,
+        ca_file: Option<&Path>,
+    ) -> Result<Self, ConnectError> {
         let mut secret = Secret {
             arn: arn.to_owned(),
             client,
@@ -392,6 +408,7 @@ impl Base {
         Ok(Self {
             config: finish(config, sslmode_given)?,
             sslmode_given,
+            pinned: false,
         })
     }
 }
@@ -445,9 +462,14 @@ impl Secret {
         if value.get("port").is_some_and(|p| !p.is_null()) && port.is_none() {
             return Err(self.shape("its `port` is not a port number"));
         }
-        let mut config = rehost(&base.config, field("host"), port);
+        let pinned = |given: bool| base.pinned && given;
+        let host = field("host").filter(|_| !pinned(!base.config.get_hosts().is_empty()));
+        let port = port.filter(|_| !pinned(!base.config.get_ports().is_empty()));
+        let mut config = rehost(&base.config, host, port);
         config.user(user).password(password);
-        if let Some(dbname) = field("dbname") {
+        if let Some(dbname) =
+            field("dbname").filter(|_| !pinned(base.config.get_dbname().is_some()))
+        {
             config.dbname(dbname);
         }
         if config.get_hosts().is_empty() {
@@ -731,13 +753,18 @@ mod tests {
         assert_eq!(describe_target(&config), "db.internal:5432/notify");
         assert_eq!(config.get_ssl_mode(), SslMode::Require);
 
-        let config = secret()
-            .settings(
-                r#"{"username":"app","password":"p","host":"rds.example.com","port":6432,"dbname":"other"}"#,
-                &base,
-            )
-            .unwrap();
+        let full = r#"{"username":"app","password":"p","host":"rds.example.com","port":6432,"dbname":"other"}"#;
+        let config = secret().settings(full, &base).unwrap();
         assert_eq!(describe_target(&config), "rds.example.com:6432/other");
+
+        // DATABASE_HOST/PORT/NAME (an RDS Proxy endpoint) win over the secret's own
+        let pinned = Base {
+            pinned: true,
+            ..Base::parse("host=proxy.internal").unwrap()
+        };
+        let config = secret().settings(full, &pinned).unwrap();
+        assert_eq!(describe_target(&config), "proxy.internal:6432/other");
+        assert_eq!(config.get_user(), Some("app"));
 
         let config = secret()
             .settings(

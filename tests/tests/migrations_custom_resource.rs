@@ -11,6 +11,7 @@ use std::time::Duration;
 use integration_tests::response_url::ResponseUrlStandIn;
 use integration_tests::TestDb;
 use serde_json::Value;
+use shared::config::{pairs, Vars};
 use shared::custom_resource::{
     self, apply_migrations, HandleError, Invocation, MigrationError, RespondError, Responder,
     Status, PHYSICAL_RESOURCE_ID, RESPONSE_RESERVE,
@@ -200,6 +201,27 @@ async fn invalid_database_settings_are_answered_failed_with_the_reason() {
     );
     // a Create that failed still names the id CloudFormation will send the Delete for
     assert_eq!(body["PhysicalResourceId"], PHYSICAL_RESOURCE_ID);
+}
+
+#[tokio::test]
+async fn missing_database_settings_are_answered_failed_with_the_reason() {
+    let mut stand_in = ResponseUrlStandIn::start().await;
+    let (update, _) = event("update", &stand_in);
+    // what the function reads when neither DATABASE_SECRET_ARN nor DATABASE_URL is set
+    let nothing = pairs(&[]);
+    let settings = DbConfig::from_lookup(&Vars::new(&nothing)).await;
+
+    run(update, &invocation(Duration::from_secs(60)), settings)
+        .await
+        .expect("a failure is still answered");
+
+    let body = stand_in.next().await.json();
+    assert_eq!(body["Status"], "FAILED", "{body}");
+    let reason = body["Reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("cannot read the database settings: DATABASE_URL is not set"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! Checks on template.yaml that cfn-lint cannot make: the settings that must agree across
-//! functions do agree.
+//! functions do agree, every function waits for the migrations and may read the database
+//! secret, and the optional RDS Proxy comes with its pinning alarm.
 //!
 //! The sweep window must be longer than the worker function's timeout (DESIGN.md, invariant 4).
 //! The sweeper enforces `STUCK_AFTER_SECS > WORKER_TIMEOUT_SECS` at start, but only a template
@@ -76,6 +77,54 @@ fn env_var<'a>(template: &'a Value, function: &str, name: &str) -> &'a Value {
             name,
         ],
     )
+}
+
+/// The logical ids of every `AWS::Serverless::Function`, sorted.
+fn functions(template: &Value) -> Vec<&str> {
+    let mut names: Vec<&str> = get(template, &["Resources"])
+        .as_mapping()
+        .expect("Resources is a mapping")
+        .iter()
+        .filter(|(_, r)| get(r, &["Type"]).as_str() == Some("AWS::Serverless::Function"))
+        .map(|(name, _)| name.as_str().expect("a logical id"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A function's environment variable as deployed: its own, else the Globals'.
+fn effective_env<'a>(template: &'a Value, function: &str, name: &str) -> Option<&'a Value> {
+    let own = get(template, &["Resources", function, "Properties"])
+        .get("Environment")
+        .and_then(|e| e.get("Variables"))
+        .and_then(|v| v.get(name));
+    own.or_else(|| {
+        get(
+            template,
+            &["Globals", "Function", "Environment", "Variables"],
+        )
+        .get(name)
+    })
+}
+
+/// `!Tag value` (short form) as (tag, value).
+fn tagged(value: &Value) -> Option<(String, &Value)> {
+    match value {
+        Value::Tagged(t) => Some((t.tag.to_string(), &t.value)),
+        _ => None,
+    }
+}
+
+/// Whether `value` is `!<tag> <text>` (e.g. `!Ref DatabaseProxy`, `!GetAtt X.Arn`).
+fn is(value: &Value, tag: &str, text: &str) -> bool {
+    tagged(value).is_some_and(|(t, v)| t == tag && v.as_str() == Some(text))
+}
+
+fn as_list(value: &Value) -> Vec<&Value> {
+    match value {
+        Value::Sequence(items) => items.iter().collect(),
+        other => vec![other],
+    }
 }
 
 #[test]
@@ -157,11 +206,18 @@ fn every_function_is_an_arm64_cargo_lambda_build_of_its_own_package() {
         Some(1)
     );
     assert_eq!(get(globals, &["Architectures"])[0].as_str(), Some("arm64"));
-    for (resource, package) in [
-        ("IngestFunction", "ingest"),
-        ("WorkerFunction", "worker"),
-        ("SweeperFunction", "sweeper"),
-    ] {
+    // (resource, folder, package = binary): the migrator is not `migrate`, which is the name
+    // of shared's binary behind `make migrate` (cargo lambda builds every binary by name)
+    let expected = [
+        ("IngestFunction", "ingest", "ingest"),
+        ("WorkerFunction", "worker", "worker"),
+        ("SweeperFunction", "sweeper", "sweeper"),
+        ("MigrateFunction", "migrate", "migrator"),
+    ];
+    let mut listed: Vec<&str> = expected.iter().map(|(r, _, _)| *r).collect();
+    listed.sort();
+    assert_eq!(functions(&t), listed, "a function missing from this list");
+    for (resource, folder, package) in expected {
         let r = get(&t, &["Resources", resource]);
         assert_eq!(
             get(r, &["Metadata", "BuildMethod"]).as_str(),
@@ -171,7 +227,7 @@ fn every_function_is_an_arm64_cargo_lambda_build_of_its_own_package() {
             get(r, &["Metadata", "BuildProperties", "Binary"]).as_str(),
             Some(package)
         );
-        let code_uri = format!("functions/{package}");
+        let code_uri = format!("functions/{folder}");
         assert_eq!(
             get(r, &["Properties", "CodeUri"]).as_str(),
             Some(code_uri.as_str())
@@ -180,7 +236,13 @@ fn every_function_is_an_arm64_cargo_lambda_build_of_its_own_package() {
             .join("..")
             .join(&code_uri)
             .join("Cargo.toml");
-        assert!(manifest.is_file(), "{} is missing", manifest.display());
+        let text = std::fs::read_to_string(&manifest)
+            .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        assert!(
+            text.contains(&format!("name = \"{package}\"")),
+            "{} must be the package {package}",
+            manifest.display()
+        );
     }
 }
 
@@ -230,4 +292,227 @@ fn every_api_route_is_in_the_template() {
         .map(|(m, p)| (m.to_owned(), p.to_owned()))
         .collect();
     assert_eq!(routes, expected);
+}
+
+/// Migrations run once per deploy (the Migrations custom resource), never at a cold start.
+#[test]
+fn no_deployed_function_migrates_at_cold_start() {
+    let t = template();
+    for function in functions(&t) {
+        assert_eq!(
+            effective_env(&t, function, "MIGRATE_ON_START").and_then(Value::as_str),
+            Some("false"),
+            "{function}: MIGRATE_ON_START must be the string 'false'"
+        );
+    }
+}
+
+#[test]
+fn every_app_function_waits_for_the_migrations_of_its_deploy() {
+    let t = template();
+    let migrations = get(&t, &["Resources", "Migrations"]);
+    assert_eq!(
+        get(migrations, &["Type"]).as_str(),
+        Some("Custom::Migrations")
+    );
+    let properties = get(migrations, &["Properties"]);
+    assert!(
+        is(
+            get(properties, &["ServiceToken"]),
+            "!GetAtt",
+            "MigrateFunction.Arn"
+        ),
+        "the migrator serves the resource"
+    );
+    // a property that changes with the migrator's code, or an Update would never come
+    assert!(
+        properties
+            .as_mapping()
+            .unwrap()
+            .values()
+            .any(|v| is(v, "!Ref", "MigrateFunction.Version")),
+        "a property must be !Ref MigrateFunction.Version"
+    );
+    assert_eq!(
+        get(
+            &t,
+            &[
+                "Resources",
+                "MigrateFunction",
+                "Properties",
+                "AutoPublishAlias"
+            ]
+        )
+        .as_str(),
+        Some("live"),
+        "without AutoPublishAlias there is no MigrateFunction.Version"
+    );
+    // CloudFormation gives up on an answer before waiting an hour, and never before the
+    // migrator's longest timeout
+    let service_timeout = number(get(properties, &["ServiceTimeout"]));
+    let longest = number(get(
+        &t,
+        &["Parameters", "MigrateTimeoutSeconds", "MaxValue"],
+    ));
+    assert!(
+        longest < service_timeout && service_timeout < 3600,
+        "ServiceTimeout {service_timeout}"
+    );
+    assert!(
+        as_list(get(migrations, &["DependsOn"]))
+            .iter()
+            .any(|d| d.as_str() == Some("MigrateLogGroup")),
+        "the migrator's log group must exist before its first invocation"
+    );
+
+    for function in functions(&t) {
+        if function == "MigrateFunction" {
+            continue;
+        }
+        let depends = get(&t, &["Resources", function])
+            .get("DependsOn")
+            .map(as_list)
+            .unwrap_or_default();
+        assert!(
+            depends.iter().any(|d| d.as_str() == Some("Migrations")),
+            "{function} must DependsOn Migrations, so its new code never meets an old schema"
+        );
+    }
+}
+
+#[test]
+fn every_function_reads_the_database_secret_and_may() {
+    let t = template();
+    let globals = get(&t, &["Globals", "Function", "Environment", "Variables"]);
+    assert!(
+        is(
+            get(globals, &["DATABASE_SECRET_ARN"]),
+            "!Ref",
+            "DatabaseSecretArn"
+        ),
+        "DATABASE_SECRET_ARN must be the DatabaseSecretArn parameter"
+    );
+    for function in functions(&t) {
+        assert!(
+            effective_env(&t, function, "DATABASE_URL").is_none(),
+            "{function}: no DATABASE_URL in a deployment (it would put the password in the configuration)"
+        );
+        let policies = get(&t, &["Resources", function, "Properties", "Policies"]);
+        assert!(
+            as_list(policies)
+                .iter()
+                .any(|p| is(p, "!Ref", "DatabaseSecretReadPolicy")),
+            "{function} must have DatabaseSecretReadPolicy"
+        );
+    }
+    let statements = get(
+        &t,
+        &[
+            "Resources",
+            "DatabaseSecretReadPolicy",
+            "Properties",
+            "PolicyDocument",
+            "Statement",
+        ],
+    );
+    assert!(
+        as_list(statements).iter().any(|s| {
+            s.get("Effect").and_then(Value::as_str) == Some("Allow")
+                && s.get("Action").and_then(Value::as_str) == Some("secretsmanager:GetSecretValue")
+                && s.get("Resource")
+                    .is_some_and(|r| is(r, "!Ref", "DatabaseSecretArn"))
+        }),
+        "DatabaseSecretReadPolicy must allow secretsmanager:GetSecretValue on DatabaseSecretArn"
+    );
+}
+
+#[test]
+fn the_rds_proxy_is_optional_and_its_pinning_alarm_watches_it() {
+    let t = template();
+    let parameter = get(&t, &["Parameters", "UseRdsProxy"]);
+    assert_eq!(get(parameter, &["Default"]).as_str(), Some("false"));
+    let (tag, args) = tagged(get(&t, &["Conditions", "RdsProxyEnabled"])).unwrap();
+    assert_eq!(tag, "!Equals");
+    assert!(is(&args[0], "!Ref", "UseRdsProxy") && args[1].as_str() == Some("true"));
+
+    for resource in [
+        "DatabaseProxy",
+        "DatabaseProxyRole",
+        "DatabaseProxyTargetGroup",
+        "DatabaseProxyPinningAlarm",
+    ] {
+        assert_eq!(
+            get(&t, &["Resources", resource, "Condition"]).as_str(),
+            Some("RdsProxyEnabled"),
+            "{resource} exists only with UseRdsProxy=true"
+        );
+    }
+
+    let proxy = get(&t, &["Resources", "DatabaseProxy", "Properties"]);
+    assert_eq!(get(proxy, &["EngineFamily"]).as_str(), Some("POSTGRESQL"));
+    assert_eq!(get(proxy, &["RequireTLS"]).as_bool(), Some(true));
+    assert!(is(
+        get(proxy, &["RoleArn"]),
+        "!GetAtt",
+        "DatabaseProxyRole.Arn"
+    ));
+    let auth = &as_list(get(proxy, &["Auth"]))[0];
+    assert_eq!(get(auth, &["AuthScheme"]).as_str(), Some("SECRETS"));
+    assert!(is(get(auth, &["SecretArn"]), "!Ref", "DatabaseSecretArn"));
+    let role_policies = get(
+        &t,
+        &[
+            "Resources",
+            "DatabaseProxyRole",
+            "Properties",
+            "ManagedPolicyArns",
+        ],
+    );
+    assert!(
+        as_list(role_policies)
+            .iter()
+            .any(|p| is(p, "!Ref", "DatabaseSecretReadPolicy")),
+        "the proxy's role must be allowed to read the secret"
+    );
+    let target_group = get(&t, &["Resources", "DatabaseProxyTargetGroup", "Properties"]);
+    assert!(is(
+        get(target_group, &["DBProxyName"]),
+        "!Ref",
+        "DatabaseProxy"
+    ));
+
+    // with the proxy, the functions connect to it
+    let host = get(
+        &t,
+        &[
+            "Globals",
+            "Function",
+            "Environment",
+            "Variables",
+            "DATABASE_HOST",
+        ],
+    );
+    let (tag, args) = tagged(host).expect("DATABASE_HOST is an !If");
+    assert_eq!(tag, "!If");
+    assert_eq!(args[0].as_str(), Some("RdsProxyEnabled"));
+    assert!(is(&args[1], "!GetAtt", "DatabaseProxy.Endpoint"));
+
+    let alarm = get(
+        &t,
+        &["Resources", "DatabaseProxyPinningAlarm", "Properties"],
+    );
+    assert_eq!(get(alarm, &["Namespace"]).as_str(), Some("AWS/RDS"));
+    assert_eq!(
+        get(alarm, &["MetricName"]).as_str(),
+        Some("DatabaseConnectionsCurrentlySessionPinned")
+    );
+    let dimensions = as_list(get(alarm, &["Dimensions"]));
+    assert_eq!(dimensions.len(), 1);
+    assert_eq!(get(dimensions[0], &["Name"]).as_str(), Some("ProxyName"));
+    assert!(is(get(dimensions[0], &["Value"]), "!Ref", "DatabaseProxy"));
+    assert_eq!(number(get(alarm, &["Threshold"])), 0);
+    assert_eq!(
+        get(alarm, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanThreshold")
+    );
 }

@@ -2,6 +2,9 @@
 //! CloudFormation invokes it when a deploy creates or changes that resource; it applies the
 //! migrations and answers at the request's `ResponseURL` (see `shared::custom_resource`).
 
+use std::future::Future;
+use std::pin::Pin;
+
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use shared::custom_resource::{self, Invocation, Responder};
@@ -20,8 +23,14 @@ async fn main() -> Result<(), Error> {
             let invocation = Invocation::from_context(&event.context);
             // The settings are read per request, not at cold start: a bad one must become a
             // FAILED answer, never a function that cannot start while CloudFormation waits.
-            let migrate = |give_up_at| async move {
-                custom_resource::apply_migrations(DbConfig::from_env().await, give_up_at).await
+            // Boxed: unboxed, the futures nest deep enough (the SDK's config loader inside
+            // `from_env`, in the handler, in the runtime) to overflow rustc's query depth when
+            // the binary is built for tests (`cargo clippy --all-targets`).
+            let migrate = |give_up_at| -> Pin<Box<dyn Future<Output = _> + Send>> {
+                Box::pin(async move {
+                    let db = DbConfig::from_env().await;
+                    custom_resource::apply_migrations(db, give_up_at).await
+                })
             };
             let response =
                 custom_resource::handle(event.payload, &invocation, &responder, migrate).await?;
