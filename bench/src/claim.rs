@@ -23,7 +23,7 @@ pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<(Samples,
     let (mut claims, mut completes) = (Samples::new(), Samples::new());
     loop {
         let t0 = Instant::now();
-        let claimed = store.claim(batch).await?;
+        let claimed = store.claim(batch, None).await?;
         if claimed.is_empty() {
             break;
         }
@@ -45,7 +45,7 @@ pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<(Samples,
             })
             .collect();
         let t1 = Instant::now();
-        store.complete(&done).await?;
+        store.complete(&done, None).await?;
         completes.push(t1.elapsed());
     }
     Ok((claims, completes))

@@ -1,11 +1,12 @@
--- Claim up to $1 due jobs in one statement that commits before any delivery.
+-- Claim up to $1 due jobs in one statement that commits before any delivery. $2 is the
+-- current time (NULL: the server's now(); tests pass a time instead of ageing rows).
 -- SKIP LOCKED: rows another claimer holds are skipped, never waited for.
 -- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE.
 WITH due AS (
     SELECT id
     FROM notification_jobs
     WHERE status IN ('pending', 'failed')
-      AND next_attempt_at <= now()
+      AND next_attempt_at <= coalesce($2::timestamptz, now())
     ORDER BY next_attempt_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -14,9 +15,9 @@ WITH due AS (
 UPDATE notification_jobs AS j
 SET status      = 'processing',
     attempts    = j.attempts + 1,
-    claimed_at  = now(),
+    claimed_at  = coalesce($2::timestamptz, now()),
     claim_token = gen_random_uuid(),
-    updated_at  = now()
+    updated_at  = coalesce($2::timestamptz, now())
 FROM due
 WHERE j.id = due.id
 RETURNING j.id, j.organization_id, j.channel, j.payload, j.attempts, j.max_attempts,

@@ -1,6 +1,7 @@
 -- The fair, rate-limited claim (used when RATE_LIMIT_PER_ORG_PER_MIN is set).
--- $1 batch size, $2 the default jobs per organization per minute (overrides in
--- organization_rate_limits).
+-- $1 batch size, $2 the current time (NULL: now()), $3 the default jobs per organization per
+-- minute (overrides in organization_rate_limits). $1 and $2 as in claim.sql, whose UPDATE ends
+-- this statement.
 --  * Each organization with due jobs offers at most what is left of its budget this minute;
 --    the batch takes them round-robin (every organization's oldest first), so a noisy
 --    tenant cannot fill a batch while another waits.
@@ -14,13 +15,13 @@ WITH RECURSIVE orgs AS (
     -- the organizations with due jobs, one index probe each (a loose index scan)
     (SELECT organization_id
      FROM notification_jobs
-     WHERE status IN ('pending', 'failed') AND next_attempt_at <= now()
+     WHERE status IN ('pending', 'failed') AND next_attempt_at <= coalesce($2::timestamptz, now())
      ORDER BY organization_id
      LIMIT 1)
     UNION ALL
     SELECT (SELECT j.organization_id
             FROM notification_jobs AS j
-            WHERE j.status IN ('pending', 'failed') AND j.next_attempt_at <= now()
+            WHERE j.status IN ('pending', 'failed') AND j.next_attempt_at <= coalesce($2::timestamptz, now())
               AND j.organization_id > orgs.organization_id
             ORDER BY j.organization_id
             LIMIT 1)
@@ -29,13 +30,13 @@ WITH RECURSIVE orgs AS (
 ),
 budgets AS (
     SELECT o.organization_id,
-           coalesce(l.per_minute, $2::int) AS per_minute,
-           GREATEST(coalesce(l.per_minute, $2::int) - coalesce(c.claimed, 0), 0) AS left_now
+           coalesce(l.per_minute, $3::int) AS per_minute,
+           GREATEST(coalesce(l.per_minute, $3::int) - coalesce(c.claimed, 0), 0) AS left_now
     FROM orgs AS o
     LEFT JOIN organization_rate_limits AS l ON l.organization_id = o.organization_id
     LEFT JOIN organization_claim_counts AS c
            ON c.organization_id = o.organization_id
-          AND c.minute = date_trunc('minute', now())
+          AND c.minute = date_trunc('minute', coalesce($2::timestamptz, now()))
     WHERE o.organization_id IS NOT NULL
 ),
 candidates AS (
@@ -47,7 +48,7 @@ candidates AS (
         FROM notification_jobs
         WHERE organization_id = b.organization_id
           AND status IN ('pending', 'failed')
-          AND next_attempt_at <= now()
+          AND next_attempt_at <= coalesce($2::timestamptz, now())
         ORDER BY next_attempt_at
         LIMIT LEAST(b.left_now::bigint, $1::bigint)
         FOR UPDATE SKIP LOCKED
@@ -68,7 +69,7 @@ wanted AS (
 reserved AS (
     INSERT INTO organization_claim_counts AS t
         (organization_id, minute, claimed, per_minute, granted)
-    SELECT organization_id, date_trunc('minute', now()), LEAST(n, per_minute), per_minute,
+    SELECT organization_id, date_trunc('minute', coalesce($2::timestamptz, now())), LEAST(n, per_minute), per_minute,
            LEAST(n, per_minute)
     FROM wanted
     ON CONFLICT (organization_id, minute) DO UPDATE

@@ -2,17 +2,19 @@
 -- round trip, one commit).
 -- Each job changes only while it is still processing under the caller's claim token;
 -- a stale token changes nothing (fenced). Every attempt gets its delivery row either way.
--- The next batch (up to $12 jobs; 0 claims none) is claimed by claim.sql itself, put in
--- place of the marker below when the statement is prepared. Both parts work on disjoint
+-- The next batch (up to $1 jobs; 0 claims none) is claimed by claim.sql itself, put in
+-- place of the marker below; claim.sql's parameters ($1 batch size, $2 the current time, NULL
+-- meaning now()) come first here too, so it goes in unchanged. Both parts work on disjoint
 -- rows: the claim takes pending/failed jobs, the completion changes processing ones.
--- $1 ids, $2 claim tokens, $3 attempts, $4 outcomes (sent|retry|dead), $5 retry times,
--- $6 providers, $7 provider message ids, $8 error codes, $9 error messages,
--- $10 started, $11 finished, $12 how many jobs to claim next
+-- $1 how many jobs to claim next, $2 the current time (NULL: now()),
+-- $3 ids, $4 claim tokens, $5 attempts, $6 outcomes (sent|retry|dead), $7 retry times,
+-- $8 providers, $9 provider message ids, $10 error codes, $11 error messages,
+-- $12 started, $13 finished
 WITH input AS (
     SELECT *
-    FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::timestamptz[],
-                $6::text[], $7::text[], $8::text[], $9::text[],
-                $10::timestamptz[], $11::timestamptz[])
+    FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::text[], $7::timestamptz[],
+                $8::text[], $9::text[], $10::text[], $11::text[],
+                $12::timestamptz[], $13::timestamptz[])
          AS t(job_id, claim_token, attempt, outcome, retry_at,
               provider, provider_message_id, error_code, error_message,
               started_at, finished_at)
@@ -27,7 +29,7 @@ applied AS (
         next_attempt_at = COALESCE(i.retry_at, j.next_attempt_at),
         last_error      = CASE WHEN i.outcome = 'sent' THEN NULL
                                ELSE concat_ws(': ', i.error_code, i.error_message) END,
-        updated_at      = now()
+        updated_at      = coalesce($2::timestamptz, now())
     FROM input AS i
     WHERE j.id = i.job_id
       AND j.claim_token = i.claim_token
@@ -52,7 +54,7 @@ recorded AS (
     RETURNING 1
 ),
 claimed AS (
-    -- claim.sql, with its batch size taken from $12
+    -- claim.sql, unchanged: its $1 and $2 are this statement's
     /* claim.sql */
 )
 -- one row per completion (applied is true or false), then one per claimed job (applied null)

@@ -1,10 +1,11 @@
--- Delete up to $2 finished jobs (sent, dead) last updated more than $1 days ago; their
+-- Delete up to $2 finished jobs (sent, dead) last updated more than $1 days before $3 (the
+-- current time; NULL: now()); their
 -- delivery rows go with them (ON DELETE CASCADE). SKIP LOCKED: never waits on anyone.
 WITH doomed AS (
     SELECT id
     FROM notification_jobs
     WHERE status IN ('sent', 'dead')
-      AND updated_at < now() - make_interval(days => $1)
+      AND updated_at < coalesce($3::timestamptz, now()) - make_interval(days => $1)
     ORDER BY updated_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::config::{self, ConfigError};
-use crate::store::{JobStore, StoreError, SweepReport};
+use crate::store::{JobStore, Now, StoreError, SweepReport};
 
 /// The sweeper's validated settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,27 +93,30 @@ pub struct SweepSummary {
 }
 
 /// Sweeps every stuck job, then prunes finished jobs past retention, in bounded
-/// statements, until none is left.
+/// statements, until none is left. `now`: the current time (`None`: the database's clock).
 pub async fn run_once(
     store: &dyn JobStore,
     config: &SweeperConfig,
+    now: Now,
 ) -> Result<SweepSummary, StoreError> {
     let started = Instant::now();
     let mut total = SweepReport::default();
     loop {
-        let report = store.sweep(config.stuck_after, config.batch_size).await?;
+        let report = store
+            .sweep(config.stuck_after, config.batch_size, now)
+            .await?;
         total.requeued += report.requeued;
         total.dead += report.dead;
         if report.requeued + report.dead < u64::from(config.batch_size) {
             break;
         }
     }
-    store.prune_rate_windows().await?;
+    store.prune_rate_windows(now).await?;
     let mut pruned = 0;
     if config.retention_days > 0 {
         loop {
             let deleted = store
-                .prune(config.retention_days, config.batch_size)
+                .prune(config.retention_days, config.batch_size, now)
                 .await?;
             pruned += deleted;
             if deleted < u64::from(config.batch_size) {

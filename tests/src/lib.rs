@@ -10,6 +10,7 @@
 //! pooler; the test's own set-up and assertions ([`TestDb::client`]) stay direct.
 
 pub mod apigw;
+pub mod factory;
 pub mod faults;
 pub mod proxy;
 pub mod response_url;
@@ -212,23 +213,13 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
         .get(0)
 }
 
-/// Inserts `n` due jobs straight in SQL (fast fixtures for the claim tests); returns ids.
+/// Inserts `n` due jobs, each of its own organization (fast fixtures for the claim tests);
+/// returns ids.
 pub async fn insert_due_jobs(client: &Client, n: i64) -> Vec<uuid::Uuid> {
-    client
-        .query(
-            "INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
-             SELECT gen_random_uuid(), 'sms',
-                    jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'), 'message', 'hi'),
-                    now() - interval '1 second'
-             FROM generate_series(1, $1::bigint) AS g
-             RETURNING id",
-            &[&n],
-        )
+    factory::Job::new()
+        .own_organizations()
+        .insert_many(client, n)
         .await
-        .expect("insert fixtures")
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
 }
 
 /// One attempt's result for a claimed job, as a worker would report it.

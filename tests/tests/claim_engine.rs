@@ -5,8 +5,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::Utc;
+use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
-use shared::domain::Channel;
+use shared::domain::{Channel, JobStatus};
 use shared::store::{sql, Completion, Decision, JobStore};
 use uuid::Uuid;
 
@@ -27,7 +28,7 @@ async fn eight_concurrent_claimers_claim_every_job_exactly_once() {
         claimers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             loop {
-                let batch = store.claim(37).await.unwrap();
+                let batch = store.claim(37, None).await.unwrap();
                 if batch.is_empty() {
                     return mine;
                 }
@@ -62,37 +63,34 @@ async fn future_jobs_wait_and_due_failed_jobs_are_claimed_again() {
     let db = TestDb::new().await;
     let client = db.client().await;
     let store = db.store().await;
-    let ids = insert_due_jobs(&client, 3).await;
-    let (future, failed_due, failed_later) = (ids[0], ids[1], ids[2]);
-    client
-        .execute(
-            "UPDATE notification_jobs SET next_attempt_at = now() + interval '1 hour' WHERE id = $1",
-            &[&future],
-        )
-        .await
-        .unwrap();
-    client
-        .execute(
-            "UPDATE notification_jobs SET status = 'failed', attempts = 2,
-                    next_attempt_at = now() - interval '1 second' WHERE id = $1",
-            &[&failed_due],
-        )
-        .await
-        .unwrap();
-    client
-        .execute(
-            "UPDATE notification_jobs SET status = 'failed', attempts = 1,
-                    next_attempt_at = now() + interval '5 minutes' WHERE id = $1",
-            &[&failed_later],
-        )
-        .await
-        .unwrap();
+    let future = Job::new().due_in(3_600.0).insert(&client).await;
+    let failed_due = Job::new()
+        .status(JobStatus::Failed)
+        .attempts(2)
+        .due_in(-1.0)
+        .insert(&client)
+        .await;
+    let failed_later = Job::new()
+        .status(JobStatus::Failed)
+        .attempts(1)
+        .due_in(300.0)
+        .insert(&client)
+        .await;
 
-    let claimed = store.claim(10).await.unwrap();
+    let claimed = store.claim(10, None).await.unwrap();
     assert_eq!(claimed.len(), 1, "only the due failed job: {claimed:?}");
     assert_eq!(claimed[0].id, failed_due);
     assert_eq!(claimed[0].attempt, 3, "attempts incremented by the claim");
-    assert!(store.claim(10).await.unwrap().is_empty());
+    assert!(store.claim(10, None).await.unwrap().is_empty());
+
+    // six minutes on (the clock is a parameter): the later retry is due, the future job not
+    let later = Some(chrono::Utc::now() + chrono::Duration::minutes(6));
+    let claimed = store.claim(10, later).await.unwrap();
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(claimed[0].id, failed_later);
+    let in_two_hours = Some(chrono::Utc::now() + chrono::Duration::hours(2));
+    let claimed = store.claim(10, in_two_hours).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), [future]);
 }
 
 #[tokio::test]
@@ -101,14 +99,14 @@ async fn completion_with_a_stale_token_is_fenced_but_recorded() {
     let client = db.client().await;
     let store = db.store().await;
     let ids = insert_due_jobs(&client, 2).await;
-    let claimed = store.claim(10).await.unwrap();
+    let claimed = store.claim(10, None).await.unwrap();
     assert_eq!(claimed.len(), 2);
     let (good, stale) = (&claimed[0], &claimed[1]);
     let mut stale_completion = completion(stale, Decision::Sent);
     stale_completion.claim_token = Uuid::new_v4(); // another claim's token
 
     let report = store
-        .complete(&[completion(good, Decision::Sent), stale_completion])
+        .complete(&[completion(good, Decision::Sent), stale_completion], None)
         .await
         .unwrap();
     assert_eq!(report.applied, vec![good.id]);
@@ -155,7 +153,7 @@ async fn retry_and_dead_decisions_are_applied() {
     let client = db.client().await;
     let store = db.store().await;
     insert_due_jobs(&client, 2).await;
-    let claimed = store.claim(10).await.unwrap();
+    let claimed = store.claim(10, None).await.unwrap();
     let retry_at = Utc::now() + chrono::Duration::minutes(2);
     let mut retry = completion(&claimed[0], Decision::Retry { at: retry_at });
     retry.error_code = Some("Throttling".into());
@@ -163,7 +161,7 @@ async fn retry_and_dead_decisions_are_applied() {
     let mut dead = completion(&claimed[1], Decision::Dead);
     dead.error_code = Some("InvalidParameter".into());
     dead.channel = Channel::Sms;
-    let report = store.complete(&[retry, dead]).await.unwrap();
+    let report = store.complete(&[retry, dead], None).await.unwrap();
     assert_eq!(report.applied.len(), 2);
 
     let row = client
@@ -187,7 +185,7 @@ async fn retry_and_dead_decisions_are_applied() {
         .get(0);
     assert_eq!(status, "dead");
     assert!(
-        store.claim(10).await.unwrap().is_empty(),
+        store.claim(10, None).await.unwrap().is_empty(),
         "neither is due now"
     );
 }
@@ -206,14 +204,20 @@ async fn plain_for_update_blocks_the_second_claimer_skip_locked_does_not() {
 
     let mut first = db.client().await;
     let tx = first.transaction().await.unwrap();
-    let first_batch = tx.query(plain.as_str(), &[&10_i64]).await.unwrap();
+    let first_batch = tx
+        .query(plain.as_str(), &[&10_i64, &None::<chrono::DateTime<Utc>>])
+        .await
+        .unwrap();
     assert_eq!(first_batch.len(), 10);
 
     // SKIP LOCKED: answers at once, with the other ten rows.
     let skipping = db.client().await;
     let skipped = tokio::time::timeout(
         Duration::from_secs(5),
-        skipping.query(sql::CLAIM.sql.as_ref(), &[&10_i64]),
+        skipping.query(
+            sql::CLAIM.sql.as_ref(),
+            &[&10_i64, &None::<chrono::DateTime<Utc>>],
+        ),
     )
     .await
     .expect("SKIP LOCKED never waits")
@@ -230,7 +234,10 @@ async fn plain_for_update_blocks_the_second_claimer_skip_locked_does_not() {
     let plain_for_task = plain.clone();
     let waiter = tokio::spawn(async move {
         let rows = blocked
-            .query(plain_for_task.as_str(), &[&10_i64])
+            .query(
+                plain_for_task.as_str(),
+                &[&10_i64, &None::<chrono::DateTime<Utc>>],
+            )
             .await
             .unwrap();
         rows.len()
@@ -278,13 +285,16 @@ async fn completing_and_claiming_in_one_round_trip_handles_every_job_once() {
         let store = db.store().await;
         loops.push(tokio::spawn(async move {
             let mut done = Vec::new();
-            let mut batch = store.claim(50).await.unwrap();
+            let mut batch = store.claim(50, None).await.unwrap();
             while !batch.is_empty() {
                 let completions: Vec<_> = batch
                     .iter()
                     .map(|job| completion(job, Decision::Sent))
                     .collect();
-                let (report, next) = store.complete_and_claim(&completions, 50).await.unwrap();
+                let (report, next) = store
+                    .complete_and_claim(&completions, 50, None)
+                    .await
+                    .unwrap();
                 assert!(report.fenced.is_empty());
                 assert_eq!(report.applied.len(), batch.len());
                 done.extend(report.applied);
@@ -318,7 +328,7 @@ async fn the_claim_part_sees_jobs_the_completion_makes_due_only_in_the_next_roun
     let client = db.client().await;
     insert_due_jobs(&client, 1).await;
     let store = db.store().await;
-    let first = store.claim(10).await.unwrap();
+    let first = store.claim(10, None).await.unwrap();
     // a retry due right away: the same statement must not claim it again (it was processing
     // in the statement's snapshot); the next claim does
     let retry = completion(
@@ -327,12 +337,12 @@ async fn the_claim_part_sees_jobs_the_completion_makes_due_only_in_the_next_roun
             at: Utc::now() - chrono::Duration::seconds(1),
         },
     );
-    let (report, next) = store.complete_and_claim(&[retry], 10).await.unwrap();
+    let (report, next) = store.complete_and_claim(&[retry], 10, None).await.unwrap();
     assert_eq!(report.applied, vec![first[0].id]);
     assert!(
         next.is_empty(),
         "not claimed in the statement that completed it"
     );
-    let again = store.claim(10).await.unwrap();
+    let again = store.claim(10, None).await.unwrap();
     assert_eq!((again[0].id, again[0].attempt), (first[0].id, 2));
 }

@@ -4,9 +4,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
-use integration_tests::{insert_due_jobs, TestDb};
+use integration_tests::factory::Job;
+use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
 use serde_json::{json, Value};
+use shared::domain::JobStatus;
 use shared::ingest::{Ingest, IngestConfig};
 use shared::store::{Decision, JobStore};
 use uuid::Uuid;
@@ -29,15 +31,15 @@ async fn create(ingest: &Ingest, org: Uuid, n: usize) -> String {
     body["id"].as_str().unwrap().to_owned()
 }
 
-async fn set_status(db: &TestDb, id: &str, status: &str) {
-    db.client()
+/// A job of `org` in the given status, as the factory inserts it.
+async fn job_in(db: &TestDb, org: Uuid, status: &str) -> String {
+    let status = JobStatus::parse(status).expect("a job status");
+    Job::new()
+        .org(org)
+        .status(status)
+        .insert(&db.client().await)
         .await
-        .execute(
-            "UPDATE notification_jobs SET status = $2::text::job_status WHERE id = $1::text::uuid",
-            &[&id, &status],
-        )
-        .await
-        .unwrap();
+        .to_string()
 }
 
 fn post(version: Version, id: &str, action: &str, org: Uuid) -> ApiRequest {
@@ -65,8 +67,7 @@ async fn cancel_and_requeue_allow_exactly_their_transitions() {
         ("cancelled", "requeue", StatusCode::CONFLICT, "cancelled"),
     ];
     for (i, (before, action, expected, after)) in cases.into_iter().enumerate() {
-        let id = create(&ingest, org, i).await;
-        set_status(&db, &id, before).await;
+        let id = job_in(&db, org, before).await;
         let version = if i % 2 == 0 { Version::V2 } else { Version::V1 };
         let (status, body) = parts(&ingest.handle(post(version, &id, action, org).build()).await);
         assert_eq!(status, expected, "{action} a {before} job: {body}");
@@ -128,11 +129,11 @@ async fn a_cancelled_job_is_never_claimed_and_a_requeued_one_keeps_its_history()
     assert_eq!(status, StatusCode::OK);
 
     let dying = create(&ingest, org, 2).await;
-    let claimed = store.claim(10).await.unwrap();
+    let claimed = store.claim(10, None).await.unwrap();
     assert_eq!(claimed.len(), 1, "only the job not cancelled is claimed");
     assert_eq!(claimed[0].id.to_string(), dying);
     let dead = integration_tests::completion(&claimed[0], Decision::Dead, None);
-    store.complete(&[dead]).await.unwrap();
+    store.complete(&[dead], None).await.unwrap();
 
     let (status, body) = parts(
         &ingest
@@ -140,7 +141,7 @@ async fn a_cancelled_job_is_never_claimed_and_a_requeued_one_keeps_its_history()
             .await,
     );
     assert_eq!(status, StatusCode::OK, "{body}");
-    let again = store.claim(10).await.unwrap();
+    let again = store.claim(10, None).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].attempt, 2, "attempt numbers keep counting");
     assert_eq!(
@@ -148,7 +149,7 @@ async fn a_cancelled_job_is_never_claimed_and_a_requeued_one_keeps_its_history()
         "a fresh budget of 5 on top of the 1 used"
     );
     let sent = integration_tests::completion(&again[0], Decision::Sent, Some("m-2"));
-    store.complete(&[sent]).await.unwrap();
+    store.complete(&[sent], None).await.unwrap();
     let (_, job) = parts(
         &ingest
             .handle(ApiRequest::get(Version::V2, &dying).org(org).build())
@@ -171,16 +172,12 @@ async fn concurrent_cancel_and_claim_never_both_win() {
     let db = TestDb::new().await;
     let client = db.client().await;
     let org = new_org();
-    let ids = insert_due_jobs(&client, 400).await;
-    client
-        .execute("UPDATE notification_jobs SET organization_id = $1", &[&org])
-        .await
-        .unwrap();
+    let ids = Job::new().org(org).insert_many(&client, 400).await;
     let claimer = db.store().await;
     let claims = tokio::spawn(async move {
         let mut claimed = HashSet::new();
         loop {
-            let batch = claimer.claim(7).await.unwrap();
+            let batch = claimer.claim(7, None).await.unwrap();
             if batch.is_empty() {
                 return claimed;
             }
@@ -232,22 +229,17 @@ async fn listing_pages_through_every_job_once_while_new_ones_arrive() {
     let ingest = Arc::new(service(&db).await);
     let org = new_org();
     let client = db.client().await;
-    let existing: HashSet<String> = insert_due_jobs(&client, 1_000)
+    let existing: HashSet<String> = Job::new()
+        .org(org)
+        .created_ago(60.0)
+        .insert_many(&client, 1_000)
         .await
         .into_iter()
         .map(|id| id.to_string())
         .collect();
-    client
-        .execute(
-            "UPDATE notification_jobs SET organization_id = $1,
-                    created_at = created_at - interval '1 minute'",
-            &[&org],
-        )
-        .await
-        .unwrap();
     // another tenant's jobs never show
     let other = new_org();
-    create(&ingest, other, 0).await;
+    let others_job = create(&ingest, other, 0).await;
 
     // new jobs keep arriving while we page
     let writer = {
@@ -285,6 +277,10 @@ async fn listing_pages_through_every_job_once_while_new_ones_arrive() {
     let unique: HashSet<String> = seen.iter().cloned().collect();
     assert_eq!(unique.len(), seen.len(), "no job listed twice");
     assert!(existing.is_subset(&unique), "no existing job missed");
+    assert!(
+        !unique.contains(&others_job),
+        "another organization's job is never listed"
+    );
     assert!(pages >= 28, "1,000 jobs in pages of 37");
 
     // a status filter, and bad parameters

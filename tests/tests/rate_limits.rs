@@ -74,7 +74,7 @@ async fn a_noisy_tenant_does_not_delay_another_tenants_jobs() {
     clear_of_minute_end(&client).await;
     let store = limited_store(&db, 100).await;
 
-    let first = store.claim(100).await.unwrap();
+    let first = store.claim(100, None).await.unwrap();
     let quiet_in_first = first.iter().filter(|j| j.organization_id == quiet).count();
     assert_eq!(
         quiet_in_first, 10,
@@ -85,7 +85,7 @@ async fn a_noisy_tenant_does_not_delay_another_tenants_jobs() {
     // claim until nothing more may be taken this minute
     let mut noisy_total = first.iter().filter(|j| j.organization_id == noisy).count();
     loop {
-        let batch = store.claim(100).await.unwrap();
+        let batch = store.claim(100, None).await.unwrap();
         if batch.is_empty() {
             break;
         }
@@ -119,7 +119,7 @@ async fn overrides_apply_per_organization() {
         .unwrap();
     clear_of_minute_end(&client).await;
     let store = limited_store(&db, 20).await;
-    while !store.claim(100).await.unwrap().is_empty() {}
+    while !store.claim(100, None).await.unwrap().is_empty() {}
     let counts = claimed_by_org(&client).await;
     assert_eq!(
         counts[&small].0,
@@ -146,7 +146,7 @@ async fn concurrent_claimers_never_exceed_the_budget_together() {
         claimers.push(tokio::spawn(async move {
             let mut n = 0;
             loop {
-                let batch = store.claim(40).await.unwrap();
+                let batch = store.claim(40, None).await.unwrap();
                 if batch.is_empty() {
                     return n;
                 }

@@ -1,8 +1,8 @@
 //! The sweeper against a real PostgreSQL: stuck jobs are rescued, in-progress ones never.
 
-use std::time::Duration;
-
+use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
+use shared::domain::JobStatus;
 use shared::store::{ClaimedJob, Completion, Decision, JobStore};
 use shared::sweeper::{run_once, SweeperConfig};
 use uuid::Uuid;
@@ -27,37 +27,19 @@ async fn only_jobs_past_the_window_are_swept() {
     let db = TestDb::new().await;
     let client = db.client().await;
     let store = db.store().await;
-    let ids = insert_due_jobs(&client, 4).await;
-    let claimed = store.claim(10).await.unwrap();
-    assert_eq!(claimed.len(), 4);
-    let (fresh, just_under, past, exhausted) = (ids[0], ids[1], ids[2], ids[3]);
-    let age = |id: Uuid, secs: f64| {
-        let client = &client;
-        async move {
-            client
-                .execute(
-                    "UPDATE notification_jobs SET claimed_at = now() - make_interval(secs => $2)
-                     WHERE id = $1",
-                    &[&id, &secs],
-                )
-                .await
-                .unwrap();
-        }
-    };
-    age(fresh, 1.0).await;
-    age(just_under, 590.0).await;
-    age(past, 605.0).await;
-    age(exhausted, 3_600.0).await;
-    client
-        .execute(
-            "UPDATE notification_jobs SET attempts = max_attempts WHERE id = $1",
-            &[&exhausted],
-        )
-        .await
-        .unwrap();
+    // claimed (attempt 1) so long ago; the last has no attempt left
+    let claimed = |secs: f64| Job::new().attempts(1).claimed_ago(secs);
+    let fresh = claimed(1.0).insert(&client).await;
+    let just_under = claimed(590.0).insert(&client).await;
+    let past = claimed(605.0).insert(&client).await;
+    let exhausted = claimed(3_600.0)
+        .attempts(5)
+        .max_attempts(5)
+        .insert(&client)
+        .await;
 
     let config = SweeperConfig::new(600, 120, 1_000).unwrap();
-    let summary = run_once(&store, &config).await.unwrap();
+    let summary = run_once(&store, &config, None).await.unwrap();
     assert_eq!((summary.requeued, summary.dead), (1, 1));
 
     assert_eq!(
@@ -114,7 +96,7 @@ async fn only_jobs_past_the_window_are_swept() {
     assert_eq!(attempt_of(exhausted), Some(5));
 
     // the requeued job is claimable again, as attempt 2
-    let again = store.claim(10).await.unwrap();
+    let again = store.claim(10, None).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].id, again[0].attempt), (past, 2));
 }
@@ -123,25 +105,26 @@ async fn only_jobs_past_the_window_are_swept() {
 async fn two_sweepers_at_once_sweep_each_job_exactly_once() {
     let db = TestDb::new().await;
     let client = db.client().await;
-    insert_due_jobs(&client, 1_000).await;
-    client
-        .execute(
-            "UPDATE notification_jobs SET status = 'processing', attempts = 1,
-                    claim_token = gen_random_uuid(), claimed_at = now() - interval '1 hour'",
-            &[],
-        )
-        .await
-        .unwrap();
+    Job::new()
+        .own_organizations()
+        .attempts(1)
+        .claimed_ago(3_600.0)
+        .insert_many(&client, 1_000)
+        .await;
     // small statements, so the two sweepers interleave
     let config = SweeperConfig::new(600, 120, 50).unwrap();
     let (a, b) = (db.store().await, db.store().await);
     let (ca, cb) = (config.clone(), config.clone());
     let (ra, rb) = tokio::join!(
-        tokio::spawn(async move { run_once(&a, &ca).await.unwrap() }),
-        tokio::spawn(async move { run_once(&b, &cb).await.unwrap() }),
+        tokio::spawn(async move { run_once(&a, &ca, None).await.unwrap() }),
+        tokio::spawn(async move { run_once(&b, &cb, None).await.unwrap() }),
     );
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!(ra.requeued + rb.requeued, 1_000, "{ra:?} {rb:?}");
+    assert!(
+        ra.requeued > 0 && rb.requeued > 0,
+        "both sweepers worked at once: {ra:?} {rb:?}"
+    );
     let row = client
         .query_one(
             "SELECT count(*), count(DISTINCT job_id) FROM notification_deliveries WHERE outcome = 'lost'",
@@ -169,30 +152,34 @@ async fn the_crash_story_ends_sent_with_a_lost_then_a_sent_attempt() {
     // a short window, with a matching short worker timeout
     let config = SweeperConfig::new(2, 1, 1_000).unwrap();
 
-    let lost_claim = crashing.claim(10).await.unwrap();
+    let lost_claim = crashing.claim(10, None).await.unwrap();
     assert_eq!(lost_claim.len(), 1);
     // ... and the first worker stops here without completing.
 
-    let early = run_once(&healthy, &config).await.unwrap();
+    let early = run_once(&healthy, &config, None).await.unwrap();
     assert_eq!(early.requeued, 0, "not swept inside the window");
-    assert!(healthy.claim(10).await.unwrap().is_empty(), "still held");
+    assert!(
+        healthy.claim(10, None).await.unwrap().is_empty(),
+        "still held"
+    );
 
-    tokio::time::sleep(Duration::from_millis(2_200)).await;
-    let swept = run_once(&healthy, &config).await.unwrap();
+    // past the window (the clock is a parameter: no sleeping)
+    let later = Some(chrono::Utc::now() + chrono::Duration::seconds(3));
+    let swept = run_once(&healthy, &config, later).await.unwrap();
     assert_eq!(swept.requeued, 1);
 
-    let second = healthy.claim(10).await.unwrap();
+    let second = healthy.claim(10, later).await.unwrap();
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].attempt, 2);
     let report = healthy
-        .complete(&[sent(&second[0], "second")])
+        .complete(&[sent(&second[0], "second")], None)
         .await
         .unwrap();
     assert_eq!(report.applied, vec![ids[0]]);
 
     // the first worker wakes up and reports its (late) success
     let late = crashing
-        .complete(&[sent(&lost_claim[0], "first")])
+        .complete(&[sent(&lost_claim[0], "first")], None)
         .await
         .unwrap();
     assert_eq!(late.fenced, vec![ids[0]], "the late completion is fenced");
@@ -234,28 +221,19 @@ fn a_window_not_longer_than_the_worker_timeout_stops_the_sweeper_at_start() {
 async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
     let db = TestDb::new().await;
     let client = db.client().await;
-    let ids = insert_due_jobs(&client, 6).await;
     // old sent, old dead, recent sent, old failed (retry pending), old pending, old processing
-    let set = |id: Uuid, status: &'static str, age_days: i32| {
-        let client = &client;
-        async move {
-            client
-                .execute(
-                    "UPDATE notification_jobs SET status = $2::text::job_status,
-                            updated_at = now() - make_interval(days => $3)
-                     WHERE id = $1",
-                    &[&id, &status, &age_days],
-                )
-                .await
-                .unwrap();
-        }
-    };
-    set(ids[0], "sent", 31).await;
-    set(ids[1], "dead", 45).await;
-    set(ids[2], "sent", 29).await;
-    set(ids[3], "failed", 60).await;
-    set(ids[4], "pending", 60).await;
-    set(ids[5], "processing", 60).await;
+    let mut ids = Vec::new();
+    for (status, age_days) in [
+        (JobStatus::Sent, 31.0),
+        (JobStatus::Dead, 45.0),
+        (JobStatus::Sent, 29.0),
+        (JobStatus::Failed, 60.0),
+        (JobStatus::Pending, 60.0),
+        (JobStatus::Processing, 60.0),
+    ] {
+        let job = Job::new().status(status).updated_ago(age_days * 86_400.0);
+        ids.push(job.insert(&client).await);
+    }
     client
         .execute(
             "INSERT INTO notification_deliveries (job_id, attempt, provider, outcome, started_at, finished_at)
@@ -268,7 +246,7 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
     let store = db.store().await;
     let mut config = SweeperConfig::new(600, 120, 1).unwrap(); // one row a statement: loops
     config.retention_days = 30;
-    let summary = run_once(&store, &config).await.unwrap();
+    let summary = run_once(&store, &config, None).await.unwrap();
     assert_eq!(summary.pruned, 2);
 
     let left: Vec<Uuid> = client

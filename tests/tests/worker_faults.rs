@@ -45,17 +45,7 @@ impl Deliverer for Fake {
             "hang" => tokio::time::sleep(Duration::from_secs(3600)).await,
             "slow" => tokio::time::sleep(Duration::from_millis(700)).await,
             "panic" => panic!("injected panic"),
-            "fence" => {
-                self.db
-                    .execute(
-                        "UPDATE notification_jobs
-                         SET claim_token = gen_random_uuid(), claimed_at = now()
-                         WHERE id = $1",
-                        &[&job.id],
-                    )
-                    .await
-                    .unwrap();
-            }
+            "fence" => integration_tests::factory::steal_claim(&self.db, job.id).await,
             code => return Err(DeliveryError::new(code, format!("injected {code}"))),
         }
         Ok(format!("fake-{}-{}", job.id, job.attempt))
@@ -146,14 +136,7 @@ async fn deliveries(client: &Client, id: Uuid) -> Vec<Delivery> {
 }
 
 async fn make_due(client: &Client, id: Uuid) {
-    client
-        .execute(
-            "UPDATE notification_jobs SET next_attempt_at = now() - interval '1 second'
-             WHERE id = $1",
-            &[&id],
-        )
-        .await
-        .unwrap();
+    integration_tests::factory::make_due_now(client, &[id]).await;
 }
 
 async fn run(db: &TestDb, deliverer: &Fake, cfg: &WorkerConfig) -> WorkerSummary {

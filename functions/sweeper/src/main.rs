@@ -20,7 +20,7 @@ async fn main() -> Result<(), Error> {
         async move {
             // a store error fails the invocation (errorType Unavailable or Database): the
             // next schedule tries again
-            let summary = sweeper::run_once(store.as_ref(), &config).await?;
+            let summary = sweeper::run_once(store.as_ref(), &config, None).await?;
             Ok::<_, Diagnostic>(json!(summary))
         }
     }))

@@ -246,7 +246,7 @@ impl Ingest {
     async fn count_request(&self, organization_id: Uuid) -> Result<RateLimitHeaders, ApiError> {
         let window = self
             .store
-            .count_ingest(organization_id, 1)
+            .count_ingest(organization_id, 1, None)
             .await
             .map_err(|e| {
                 log_store_error(&e);

@@ -96,6 +96,10 @@ pub(crate) fn is_connection_lost(err: &tokio_postgres::Error) -> bool {
     lost_connection || server_unavailable
 }
 
+/// The current time for a statement that compares with it: `None` is the database's own
+/// clock (what production passes); tests pass a time instead of ageing rows.
+pub type Now = Option<DateTime<Utc>>;
+
 /// A validated request, ready to persist.
 #[derive(Debug, Clone)]
 pub struct NewJob {
@@ -279,11 +283,15 @@ pub trait JobStore: Send + Sync {
         limit: u32,
     ) -> Result<Vec<JobView>, StoreError>;
 
-    /// Claims up to `batch_size` due jobs in one committed statement.
-    async fn claim(&self, batch_size: u32) -> Result<Vec<ClaimedJob>, StoreError>;
+    /// Claims up to `batch_size` jobs due at `now` in one committed statement.
+    async fn claim(&self, batch_size: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError>;
 
     /// Records and applies a batch of attempt results in one transaction.
-    async fn complete(&self, completions: &[Completion]) -> Result<CompleteReport, StoreError>;
+    async fn complete(
+        &self,
+        completions: &[Completion],
+        now: Now,
+    ) -> Result<CompleteReport, StoreError>;
 
     /// [`JobStore::complete`], and in the same transaction (one round trip, one commit) the
     /// claim of up to `next_batch` due jobs, as [`JobStore::claim`] would.
@@ -291,6 +299,7 @@ pub trait JobStore: Send + Sync {
         &self,
         completions: &[Completion],
         next_batch: u32,
+        now: Now,
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError>;
 
     /// Requeues (or buries) up to `limit` jobs in processing for longer than `stuck_after`.
@@ -298,21 +307,23 @@ pub trait JobStore: Send + Sync {
         &self,
         stuck_after: std::time::Duration,
         limit: u32,
+        now: Now,
     ) -> Result<SweepReport, StoreError>;
 
     /// Deletes up to `limit` finished jobs (sent, dead) last updated more than
     /// `older_than_days` ago, with their delivery rows; returns how many.
-    async fn prune(&self, older_than_days: u32, limit: u32) -> Result<u64, StoreError>;
+    async fn prune(&self, older_than_days: u32, limit: u32, now: Now) -> Result<u64, StoreError>;
 
     /// Counts `requests` ingest requests of the organization in the current minute.
     async fn count_ingest(
         &self,
         organization_id: Uuid,
         requests: u32,
+        now: Now,
     ) -> Result<IngestWindow, StoreError>;
 
     /// Deletes rate-limit windows older than an hour.
-    async fn prune_rate_windows(&self) -> Result<u64, StoreError>;
+    async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError>;
 }
 
 #[cfg(test)]

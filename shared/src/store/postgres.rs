@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{
     ClaimedJob, CompleteReport, Completion, DeliveryView, IngestWindow, Inserted, JobStore,
-    JobSummary, JobView, ListCursor, NewJob, StoreError, SweepReport, Transition,
+    JobSummary, JobView, ListCursor, NewJob, Now, StoreError, SweepReport, Transition,
 };
 use crate::db::DbConfig;
 use crate::domain::{Channel, JobStatus};
@@ -46,18 +46,19 @@ pub mod sql {
     }
 
     queries! {
-        CLAIM = "claim.sql" [INT8];
+        CLAIM = "claim.sql" [INT8, TIMESTAMPTZ];
         /// claim_fair.sql as written: it ends with a marker that [`CLAIM_FAIR`] fills with
         /// the UPDATE of [`CLAIM`].
-        CLAIM_FAIR_TEMPLATE = "claim_fair.sql" [INT8, INT4];
+        CLAIM_FAIR_TEMPLATE = "claim_fair.sql" [INT8, TIMESTAMPTZ, INT4];
         /// complete.sql as written: its `claimed` CTE is a marker that
         /// [`COMPLETE_AND_CLAIM`] fills with [`CLAIM`].
         COMPLETE_TEMPLATE = "complete.sql" [
-            UUID_ARRAY, UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY,
-            TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, INT8
+            INT8, TIMESTAMPTZ, UUID_ARRAY, UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY,
+            TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY,
+            TIMESTAMPTZ_ARRAY
         ];
-        COUNT_INGEST = "count_ingest.sql" [UUID, INT4];
-        PRUNE_COUNTERS = "prune_counters.sql" [];
+        COUNT_INGEST = "count_ingest.sql" [UUID, INT4, TIMESTAMPTZ];
+        PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ];
         INSERT_JOBS = "insert_jobs.sql" [
             UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
             TEXT_ARRAY, TEXT_ARRAY
@@ -65,8 +66,8 @@ pub mod sql {
         FIND_BY_IDEMPOTENCY_KEYS = "find_by_idempotency_keys.sql" [UUID, TEXT_ARRAY];
         GET_JOB = "get_job.sql" [UUID, UUID];
         LIST_DELIVERIES = "list_deliveries.sql" [UUID];
-        SWEEP = "sweep.sql" [FLOAT8, INT8];
-        PRUNE = "prune.sql" [INT4, INT8];
+        SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ];
+        PRUNE = "prune.sql" [INT4, INT8, TIMESTAMPTZ];
         CANCEL = "cancel.sql" [UUID, UUID];
         REQUEUE = "requeue.sql" [UUID, UUID];
         JOB_STATUS = "job_status.sql" [UUID, UUID];
@@ -84,12 +85,13 @@ pub mod sql {
     });
 
     /// The statement the worker runs after each batch: complete.sql with claim.sql in its
-    /// `claimed` CTE (one source for the claim), the batch size from `$12`.
+    /// `claimed` CTE (one source for the claim). Both take the batch size as `$1` and the
+    /// current time as `$2`, so the claim goes in unchanged.
     pub static COMPLETE_AND_CLAIM: LazyLock<Query> = LazyLock::new(|| Query {
         sql: Cow::Owned(splice(
             &COMPLETE_TEMPLATE.sql,
             "/* claim.sql */",
-            &CLAIM.sql.trim().replace("$1", "$12"),
+            &CLAIM.sql,
         )),
         params: COMPLETE_TEMPLATE.params,
     });
@@ -563,35 +565,41 @@ impl JobStore for PgStore {
         rows.iter().map(job_view).collect()
     }
 
-    async fn claim(&self, batch_size: u32) -> Result<Vec<ClaimedJob>, StoreError> {
+    async fn claim(&self, batch_size: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError> {
         let batch = i64::from(batch_size);
         let rows = match self.rate_limit_per_min {
-            None => self.query(&sql::CLAIM, &[&batch]).await?,
+            None => self.query(&sql::CLAIM, &[&batch, &now]).await?,
             Some(per_minute) => {
                 let per_minute = i32::try_from(per_minute).unwrap_or(i32::MAX);
-                self.query(&sql::CLAIM_FAIR, &[&batch, &per_minute]).await?
+                self.query(&sql::CLAIM_FAIR, &[&batch, &now, &per_minute])
+                    .await?
             }
         };
         rows.iter().map(claimed_job).collect()
     }
 
-    async fn complete(&self, completions: &[Completion]) -> Result<CompleteReport, StoreError> {
+    async fn complete(
+        &self,
+        completions: &[Completion],
+        now: Now,
+    ) -> Result<CompleteReport, StoreError> {
         if completions.is_empty() {
             return Ok(CompleteReport::default());
         }
-        Ok(self.complete_and_claim(completions, 0).await?.0)
+        Ok(self.complete_and_claim(completions, 0, now).await?.0)
     }
 
     async fn complete_and_claim(
         &self,
         completions: &[Completion],
         next_batch: u32,
+        now: Now,
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
         if self.rate_limit_per_min.is_some() && next_batch > 0 {
             // the fair claim cannot be nested in the completion statement (it writes in a
             // CTE of its own): complete, then claim
-            let report = self.complete_and_claim(completions, 0).await?.0;
-            return Ok((report, self.claim(next_batch).await?));
+            let report = self.complete_and_claim(completions, 0, now).await?.0;
+            return Ok((report, self.claim(next_batch, now).await?));
         }
         let n = completions.len();
         let mut ids = Vec::with_capacity(n);
@@ -625,6 +633,8 @@ impl JobStore for PgStore {
             .query(
                 &sql::COMPLETE_AND_CLAIM,
                 &[
+                    &i64::from(next_batch),
+                    &now,
                     &ids,
                     &tokens,
                     &attempts,
@@ -636,7 +646,6 @@ impl JobStore for PgStore {
                     &error_messages,
                     &started,
                     &finished,
-                    &i64::from(next_batch),
                 ],
             )
             .await?;
@@ -652,11 +661,16 @@ impl JobStore for PgStore {
         Ok((report, claimed))
     }
 
-    async fn sweep(&self, stuck_after: Duration, limit: u32) -> Result<SweepReport, StoreError> {
+    async fn sweep(
+        &self,
+        stuck_after: Duration,
+        limit: u32,
+        now: Now,
+    ) -> Result<SweepReport, StoreError> {
         let row = self
             .query_one(
                 &sql::SWEEP,
-                &[&stuck_after.as_secs_f64(), &i64::from(limit)],
+                &[&stuck_after.as_secs_f64(), &i64::from(limit), &now],
             )
             .await?;
         let count = |idx| row.get::<_, i64>(idx).max(0) as u64;
@@ -666,19 +680,21 @@ impl JobStore for PgStore {
         })
     }
 
-    async fn prune(&self, older_than_days: u32, limit: u32) -> Result<u64, StoreError> {
+    async fn prune(&self, older_than_days: u32, limit: u32, now: Now) -> Result<u64, StoreError> {
         let days = i32::try_from(older_than_days).unwrap_or(i32::MAX);
-        self.execute(&sql::PRUNE, &[&days, &i64::from(limit)]).await
+        self.execute(&sql::PRUNE, &[&days, &i64::from(limit), &now])
+            .await
     }
 
     async fn count_ingest(
         &self,
         organization_id: Uuid,
         requests: u32,
+        now: Now,
     ) -> Result<IngestWindow, StoreError> {
         let requests = i32::try_from(requests).unwrap_or(i32::MAX);
         let row = self
-            .query_one(&sql::COUNT_INGEST, &[&organization_id, &requests])
+            .query_one(&sql::COUNT_INGEST, &[&organization_id, &requests, &now])
             .await?;
         Ok(IngestWindow {
             used: row.get::<_, i32>(0).max(0) as u32,
@@ -686,8 +702,8 @@ impl JobStore for PgStore {
         })
     }
 
-    async fn prune_rate_windows(&self) -> Result<u64, StoreError> {
-        self.execute(&sql::PRUNE_COUNTERS, &[]).await
+    async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError> {
+        self.execute(&sql::PRUNE_COUNTERS, &[&now]).await
     }
 }
 
@@ -716,7 +732,7 @@ mod tests {
     fn the_combined_statement_embeds_the_claim() {
         let statement = &sql::COMPLETE_AND_CLAIM.sql;
         assert!(!statement.contains("/* claim.sql */"), "marker replaced");
-        assert!(statement.contains("LIMIT $12"), "the claim's size is $12");
+        assert!(statement.contains("LIMIT $1\n"), "the claim's size is $1");
         assert!(statement.contains("FOR UPDATE SKIP LOCKED"));
     }
 

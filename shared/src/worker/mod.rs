@@ -173,7 +173,7 @@ pub async fn run(
                 );
                 break;
             };
-            let batch = store.claim(size).await?;
+            let batch = store.claim(size, None).await?;
             if batch.is_empty() {
                 let now = Instant::now();
                 if cfg.poll.is_zero() || now >= poll_until {
@@ -316,11 +316,13 @@ async fn run_batch(
         let report = if recorded == batch.len() {
             let next_size = batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
                 .unwrap_or(0);
-            let (report, claimed) = store.complete_and_claim(&completions, next_size).await?;
+            let (report, claimed) = store
+                .complete_and_claim(&completions, next_size, None)
+                .await?;
             next = claimed;
             report
         } else {
-            store.complete(&completions).await?
+            store.complete(&completions, None).await?
         };
         counts.add(&completions, &report);
     }

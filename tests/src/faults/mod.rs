@@ -309,17 +309,7 @@ pub async fn recipients_with_lost_attempts(client: &Client) -> HashSet<String> {
         .collect()
 }
 
-/// Makes every `failed` job due now (instead of waiting out its backoff); returns how many.
-pub async fn make_retries_due(client: &Client) -> u64 {
-    client
-        .execute(
-            "UPDATE notification_jobs SET next_attempt_at = now()
-             WHERE status = 'failed' AND next_attempt_at > now()",
-            &[],
-        )
-        .await
-        .expect("move next_attempt_at back")
-}
+pub use crate::factory::make_retries_due;
 
 /// `DATABASE_URL` with another database name.
 pub fn url_with_db(url: &str, db: &str) -> String {
