@@ -5,6 +5,8 @@
 //! shape: `{"error":{"code","message","fields":[{"field","message"}]}}`.
 
 pub mod batch;
+pub mod error;
+mod http;
 mod listing;
 pub mod validate;
 
@@ -12,15 +14,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use lambda_http::http::{header, HeaderMap, Method, StatusCode};
-use lambda_http::request::RequestContext;
+use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::config::{self, ConfigError};
-use crate::store::{Inserted, JobStore, JobSummary, ListCursor, NewJob, StoreError, Transition};
+use crate::store::{Inserted, JobStore, JobSummary, ListCursor, NewJob, Transition};
+pub use error::ApiError;
+pub(crate) use http::valid_key;
+use http::{idempotency_key, json_body, organization, parse_id, request_id, route, Route};
 pub use validate::{validate, FieldError, SendRequest};
 
 /// Bodies above this size are refused with 413.
@@ -57,68 +61,12 @@ impl IngestConfig {
     }
 }
 
-/// A refusal or failure, answered in the common error shape.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    pub fields: Vec<FieldError>,
-    /// The methods the path allows (for 405's `Allow`).
-    pub allow: Option<&'static str>,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            fields: Vec::new(),
-            allow: None,
-        }
-    }
-
-    fn invalid(fields: Vec<FieldError>) -> Self {
-        Self {
-            fields,
-            ..Self::new(
-                StatusCode::BAD_REQUEST,
-                "validation_failed",
-                "the request has invalid fields",
-            )
-        }
-    }
-
-    fn from_store(err: &StoreError) -> Self {
-        if err.is_unavailable() {
-            Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "the service is temporarily unavailable; retry shortly",
-            )
-        } else {
-            Self::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                "an internal error occurred",
-            )
-        }
-    }
-}
-
-enum Route {
-    Create,
-    Batch,
-    List,
-    Get(String),
-    Cancel(String),
-    Requeue(String),
-}
+/// What a route answers: the status, the JSON body and the job it concerns, or a refusal.
+type Answer = Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError>;
 
 /// What one request produced: the response and what the access log records.
 struct Outcome {
-    response: Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError>,
+    response: Answer,
     organization_id: Option<Uuid>,
     route: &'static str,
     /// `RateLimit-*` headers, when ingest is rate-limited.
@@ -153,7 +101,7 @@ impl Ingest {
         let outcome = self.dispatch(&req).await;
         let (status, body, job_id) = match &outcome.response {
             Ok((status, body, job_id)) => (*status, body.clone(), *job_id),
-            Err(err) => (err.status, error_body(err), None),
+            Err(err) => (err.status, err.body(), None),
         };
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         tracing::info!(
@@ -209,11 +157,7 @@ impl Ingest {
 
     /// Routes, authorizes, rate-limits and runs one request, noting in `seen` what the
     /// access log records as it learns it.
-    async fn serve(
-        &self,
-        req: &Request,
-        seen: &mut Outcome,
-    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+    async fn serve(&self, req: &Request, seen: &mut Outcome) -> Answer {
         let (route, route_name) = route(req)?;
         seen.route = route_name;
         let organization_id = organization(req, self.config.allow_org_header)?;
@@ -244,14 +188,7 @@ impl Ingest {
 
     /// Counts this request in the organization's window.
     async fn count_request(&self, organization_id: Uuid) -> Result<RateLimitHeaders, ApiError> {
-        let window = self
-            .store
-            .count_ingest(organization_id, 1, None)
-            .await
-            .map_err(|e| {
-                log_store_error(&e);
-                ApiError::from_store(&e)
-            })?;
+        let window = self.store.count_ingest(organization_id, 1, None).await?;
         let limit = self.config.rate_limit_per_min;
         Ok(RateLimitHeaders {
             limit,
@@ -261,20 +198,13 @@ impl Ingest {
         })
     }
 
-    async fn create(
-        &self,
-        req: &Request,
-        organization_id: Uuid,
-    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+    async fn create(&self, req: &Request, organization_id: Uuid) -> Answer {
         let body = json_body(req, MAX_BODY_BYTES)?;
         let key = idempotency_key(req.headers())?;
         let job = validate(&body, Utc::now())
             .map_err(ApiError::invalid)?
             .into_job(organization_id, key);
-        let inserted = self.store.insert(&job).await.map_err(|e| {
-            log_store_error(&e);
-            ApiError::from_store(&e)
-        })?;
+        let inserted = self.store.insert(&job).await?;
         match inserted {
             Inserted::Created(summary) => Ok((
                 StatusCode::ACCEPTED,
@@ -292,27 +222,12 @@ impl Ingest {
         }
     }
 
-    async fn get(
-        &self,
-        organization_id: Uuid,
-        id: &str,
-    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
-        let id = Uuid::parse_str(id).map_err(|_| {
-            let mut err = ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_id",
-                "the id must be a UUID",
-            );
-            err.fields.push(FieldError::new("id", "must be a UUID"));
-            err
-        })?;
-        let job = self.store.get(organization_id, id).await.map_err(|e| {
-            log_store_error(&e);
-            ApiError::from_store(&e)
-        })?;
+    async fn get(&self, organization_id: Uuid, id: &str) -> Answer {
+        let id = parse_id(id)?;
+        let job = self.store.get(organization_id, id).await?;
         match job {
             Some(job) => Ok((StatusCode::OK, to_json(&job), Some(id))),
-            None => Err(not_found("no notification with this id")),
+            None => Err(ApiError::not_found("no notification with this id")),
         }
     }
 }
@@ -325,24 +240,15 @@ enum Change {
 }
 
 impl Ingest {
-    async fn transition(
-        &self,
-        organization_id: Uuid,
-        id: &str,
-        change: Change,
-    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+    async fn transition(&self, organization_id: Uuid, id: &str, change: Change) -> Answer {
         let id = parse_id(id)?;
         let result = match change {
             Change::Cancel => self.store.cancel(organization_id, id).await,
             Change::Requeue => self.store.requeue(organization_id, id).await,
-        }
-        .map_err(|e| {
-            log_store_error(&e);
-            ApiError::from_store(&e)
-        })?;
+        }?;
         match result {
             Transition::Done(summary) => Ok((StatusCode::OK, summary_body(&summary), Some(id))),
-            Transition::NotFound => Err(not_found("no notification with this id")),
+            Transition::NotFound => Err(ApiError::not_found("no notification with this id")),
             Transition::Refused(status) => {
                 let (verb, allowed) = match change {
                     Change::Cancel => ("cancel", "pending or failed"),
@@ -360,21 +266,13 @@ impl Ingest {
         }
     }
 
-    async fn list(
-        &self,
-        req: &Request,
-        organization_id: Uuid,
-    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+    async fn list(&self, req: &Request, organization_id: Uuid) -> Answer {
         let query =
             listing::ListQuery::parse(&req.query_string_parameters()).map_err(ApiError::invalid)?;
         let jobs = self
             .store
             .list(organization_id, query.status, query.after, query.limit)
-            .await
-            .map_err(|e| {
-                log_store_error(&e);
-                ApiError::from_store(&e)
-            })?;
+            .await?;
         let next_cursor = (jobs.len() == query.limit as usize)
             .then(|| jobs.last())
             .flatten()
@@ -395,11 +293,7 @@ impl Ingest {
 impl Ingest {
     /// `POST /notifications/batch`: every valid item inserted in one statement; the answer
     /// says, item by item, what became of it.
-    async fn batch(
-        &self,
-        req: &Request,
-        organization_id: Uuid,
-    ) -> Result<(StatusCode, serde_json::Value, Option<Uuid>), ApiError> {
+    async fn batch(&self, req: &Request, organization_id: Uuid) -> Answer {
         let body = json_body(req, MAX_BATCH_BODY_BYTES)?;
         let items = batch::items(&body).map_err(ApiError::invalid)?;
         let now = Utc::now();
@@ -411,15 +305,7 @@ impl Ingest {
             .iter()
             .filter_map(|c| c.as_ref().ok().cloned())
             .collect();
-        let mut inserted = self
-            .store
-            .insert_many(&valid)
-            .await
-            .map_err(|e| {
-                log_store_error(&e);
-                ApiError::from_store(&e)
-            })?
-            .into_iter();
+        let mut inserted = self.store.insert_many(&valid).await?.into_iter();
         let results: Vec<batch::ItemResult> = checked
             .into_iter()
             .enumerate()
@@ -432,38 +318,6 @@ impl Ingest {
     }
 }
 
-/// The body as JSON, after the content type and size checks.
-fn json_body(req: &Request, max_bytes: usize) -> Result<serde_json::Value, ApiError> {
-    check_content_type(req.headers())?;
-    let bytes: &[u8] = req.body().as_ref();
-    if bytes.len() > max_bytes {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body must be at most {max_bytes} bytes"),
-        ));
-    }
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            format!("the body is not valid JSON: {e}"),
-        )
-    })
-}
-
-fn parse_id(id: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(id).map_err(|_| {
-        let mut err = ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_id",
-            "the id must be a UUID",
-        );
-        err.fields.push(FieldError::new("id", "must be a UUID"));
-        err
-    })
-}
-
 fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
 }
@@ -472,194 +326,5 @@ fn summary_body(summary: &JobSummary) -> serde_json::Value {
     to_json(summary)
 }
 
-fn error_body(err: &ApiError) -> serde_json::Value {
-    json!({"error": {"code": err.code, "message": err.message, "fields": err.fields}})
-}
-
-fn log_store_error(err: &StoreError) {
-    tracing::error!(error = %crate::error::report(err), "store error");
-}
-
-fn not_found(message: &str) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
-}
-
-/// The request's path without the API Gateway stage prefix, if any.
-fn path(req: &Request) -> String {
-    let path = req.uri().path();
-    let stage = match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.stage.clone(),
-        Some(RequestContext::ApiGatewayV1(ctx)) => ctx.stage.clone(),
-        _ => None,
-    };
-    if let Some(stage) = stage.filter(|s| s != "$default") {
-        if let Some(rest) = path.strip_prefix(&format!("/{stage}")) {
-            if rest.starts_with('/') {
-                return rest.to_owned();
-            }
-        }
-    }
-    path.to_owned()
-}
-
-fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
-    let path = path(req);
-    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
-    let method = req.method().clone();
-    let (route, name, allow) = match segments.as_slice() {
-        ["notifications"] => match method {
-            Method::POST => (Some(Route::Create), "POST /notifications", "GET, POST"),
-            Method::GET => (Some(Route::List), "GET /notifications", "GET, POST"),
-            _ => (None, "/notifications", "GET, POST"),
-        },
-        ["notifications", "batch"] => match method {
-            Method::POST => (Some(Route::Batch), "POST /notifications/batch", "POST"),
-            _ => (None, "/notifications/batch", "POST"),
-        },
-        ["notifications", id] => match method {
-            Method::GET => (
-                Some(Route::Get((*id).to_owned())),
-                "GET /notifications/{id}",
-                "GET",
-            ),
-            _ => (None, "/notifications/{id}", "GET"),
-        },
-        ["notifications", id, action @ ("cancel" | "requeue")] => {
-            let (change, name) = if *action == "cancel" {
-                (
-                    Route::Cancel as fn(String) -> Route,
-                    "POST /notifications/{id}/cancel",
-                )
-            } else {
-                (
-                    Route::Requeue as fn(String) -> Route,
-                    "POST /notifications/{id}/requeue",
-                )
-            };
-            match method {
-                Method::POST => (Some(change((*id).to_owned())), name, "POST"),
-                _ => (None, name.trim_start_matches("POST "), "POST"),
-            }
-        }
-        _ => return Err(not_found("no such route")),
-    };
-    match route {
-        Some(route) => Ok((route, name)),
-        None => Err(ApiError {
-            allow: Some(allow),
-            ..ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "this method is not allowed on this path",
-            )
-        }),
-    }
-}
-
-/// The Lambda request id, else API Gateway's, so every answer can be traced.
-fn request_id(req: &Request) -> String {
-    if let Some(ctx) = req.lambda_context_ref() {
-        if !ctx.request_id.is_empty() {
-            return ctx.request_id.clone();
-        }
-    }
-    let gateway = match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
-        Some(RequestContext::ApiGatewayV1(ctx)) => ctx.request_id.clone(),
-        _ => None,
-    };
-    gateway.unwrap_or_else(|| Uuid::new_v4().to_string())
-}
-
-/// The caller's organization: from the authorizer only (JWT claim `org_id`, or the
-/// Lambda-authorizer context key `organization_id`); the `X-Organization-Id` header only
-/// when explicitly allowed for local use. Never from the body.
-fn organization(req: &Request, allow_header: bool) -> Result<Uuid, ApiError> {
-    let authorizer = match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.authorizer.as_ref(),
-        Some(RequestContext::ApiGatewayV1(ctx)) => Some(&ctx.authorizer),
-        _ => None,
-    };
-    let from_authorizer = authorizer.and_then(|auth| {
-        let claim = auth
-            .jwt
-            .as_ref()
-            .and_then(|jwt| jwt.claims.get("org_id"))
-            .cloned();
-        claim.or_else(|| {
-            auth.fields
-                .get("organization_id")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned)
-        })
-    });
-    let raw = from_authorizer.or_else(|| {
-        allow_header
-            .then(|| req.headers().get("x-organization-id"))
-            .flatten()
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    });
-    let Some(raw) = raw else {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "no organization in the authorizer context",
-        ));
-    };
-    Uuid::parse_str(raw.trim()).map_err(|_| {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "the organization id from the authorizer is not a UUID",
-        )
-    })
-}
-
-fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|mime| {
-            let mime = mime.trim().to_ascii_lowercase();
-            mime == "application/json"
-                || (mime.starts_with("application/") && mime.ends_with("+json"))
-        })
-        .unwrap_or(false);
-    if is_json {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "the body must be JSON: send Content-Type: application/json",
-        ))
-    }
-}
-
-/// An idempotency key: 1–255 visible ASCII characters.
-pub(crate) fn valid_key(bytes: &[u8]) -> bool {
-    (1..=255).contains(&bytes.len()) && bytes.iter().all(|b| (0x21..=0x7e).contains(b))
-}
-
-/// The `Idempotency-Key` header: 1–255 visible ASCII characters.
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(value) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    if valid_key(value.as_bytes()) {
-        Ok(Some(String::from_utf8_lossy(value.as_bytes()).into_owned()))
-    } else {
-        let mut err = ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_idempotency_key",
-            "Idempotency-Key must be 1 to 255 visible ASCII characters",
-        );
-        err.fields.push(FieldError::new(
-            "Idempotency-Key",
-            "must be 1 to 255 visible ASCII characters",
-        ));
-        Err(err)
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,245 @@
+//! Routing and the refusals that come before any store call, without a database: the store
+//! here fails the test if it is called at all.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lambda_http::http::{self, StatusCode};
+use lambda_http::{Body, Request, RequestExt};
+use uuid::Uuid;
+
+use super::{Ingest, IngestConfig, MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
+use crate::store::*;
+
+/// A store that must never be reached.
+struct Untouchable;
+
+fn touched<T>(what: &str) -> Result<T, StoreError> {
+    panic!("the store was called ({what}): this request should have been refused before")
+}
+
+#[async_trait]
+impl JobStore for Untouchable {
+    async fn insert(&self, _: &NewJob) -> Result<Inserted, StoreError> {
+        touched("insert")
+    }
+    async fn insert_many(&self, _: &[NewJob]) -> Result<Vec<Inserted>, StoreError> {
+        touched("insert_many")
+    }
+    async fn get(&self, _: Uuid, _: Uuid) -> Result<Option<JobView>, StoreError> {
+        touched("get")
+    }
+    async fn cancel(&self, _: Uuid, _: Uuid) -> Result<Transition, StoreError> {
+        touched("cancel")
+    }
+    async fn requeue(&self, _: Uuid, _: Uuid) -> Result<Transition, StoreError> {
+        touched("requeue")
+    }
+    async fn list(
+        &self,
+        _: Uuid,
+        _: Option<crate::domain::JobStatus>,
+        _: Option<ListCursor>,
+        _: u32,
+    ) -> Result<Vec<JobView>, StoreError> {
+        touched("list")
+    }
+    async fn claim(&self, _: u32, _: Now) -> Result<Vec<ClaimedJob>, StoreError> {
+        touched("claim")
+    }
+    async fn complete(&self, _: &[Completion], _: Now) -> Result<CompleteReport, StoreError> {
+        touched("complete")
+    }
+    async fn complete_and_claim(
+        &self,
+        _: &[Completion],
+        _: u32,
+        _: Now,
+    ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
+        touched("complete_and_claim")
+    }
+    async fn sweep(
+        &self,
+        _: std::time::Duration,
+        _: u32,
+        _: Now,
+    ) -> Result<SweepReport, StoreError> {
+        touched("sweep")
+    }
+    async fn prune(&self, _: u32, _: u32, _: Now) -> Result<u64, StoreError> {
+        touched("prune")
+    }
+    async fn count_ingest(&self, _: Uuid, _: u32, _: Now) -> Result<IngestWindow, StoreError> {
+        touched("count_ingest")
+    }
+    async fn prune_rate_windows(&self, _: Now) -> Result<u64, StoreError> {
+        touched("prune_rate_windows")
+    }
+}
+
+fn ingest() -> Ingest {
+    Ingest::new(
+        Arc::new(Untouchable),
+        IngestConfig {
+            allow_org_header: true,
+            rate_limit_per_min: 0,
+        },
+    )
+}
+
+const ORG: &str = "0b9d8c1e-0000-4000-8000-000000000001";
+
+fn request(method: &str, path: &str, content_type: Option<&str>, body: &str) -> Request {
+    let mut builder = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("x-organization-id", ORG);
+    if let Some(ct) = content_type {
+        builder = builder.header("content-type", ct);
+    }
+    builder.body(Body::from(body.to_owned())).unwrap()
+}
+
+/// The status, the error code and the `Allow` header of the answer.
+async fn refusal(req: Request) -> (StatusCode, String, Option<String>) {
+    let response = ingest().handle(req).await;
+    let body: serde_json::Value = match response.body() {
+        Body::Text(text) => serde_json::from_str(text).unwrap(),
+        other => panic!("a JSON text body, got {other:?}"),
+    };
+    let allow = response
+        .headers()
+        .get("allow")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (
+        response.status(),
+        body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        allow,
+    )
+}
+
+const SMS: &str = r#"{"channel":"sms","to":"+15555550100","message":"hi"}"#;
+const JSON: Option<&str> = Some("application/json");
+
+#[tokio::test]
+async fn unknown_paths_are_404() {
+    for path in [
+        "/",
+        "/notification",
+        "/notifications/a/b/c",
+        "/v2/notifications/x/retry",
+    ] {
+        let (status, code, _) = refusal(request("GET", path, None, "")).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::NOT_FOUND, "not_found"),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn wrong_methods_are_405_with_allow() {
+    let id = Uuid::new_v4();
+    for (method, path, allow) in [
+        ("DELETE", "/notifications".to_owned(), "GET, POST"),
+        ("PUT", format!("/notifications/{id}"), "GET"),
+        ("GET", "/notifications/batch".to_owned(), "POST"),
+        ("GET", format!("/notifications/{id}/cancel"), "POST"),
+        ("DELETE", format!("/notifications/{id}/requeue"), "POST"),
+    ] {
+        let (status, code, allowed) = refusal(request(method, &path, None, "")).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert_eq!(code, "method_not_allowed");
+        assert_eq!(allowed.as_deref(), Some(allow), "{method} {path}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_without_an_organization_is_401() {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/notifications")
+        .header("content-type", "application/json")
+        .body(Body::from(SMS))
+        .unwrap();
+    let (status, code, _) = refusal(req).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::UNAUTHORIZED, "unauthorized")
+    );
+    let mut req = request("POST", "/notifications", JSON, SMS);
+    req.headers_mut()
+        .insert("x-organization-id", "not-a-uuid".parse().unwrap());
+    assert_eq!(refusal(req).await.0, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn bodies_that_are_not_json_are_415() {
+    for content_type in [None, Some("text/plain"), Some("application/xml")] {
+        let (status, code, _) = refusal(request("POST", "/notifications", content_type, SMS)).await;
+        assert_eq!(
+            status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type:?}"
+        );
+        assert_eq!(code, "unsupported_media_type");
+    }
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_are_413() {
+    let single = " ".repeat(MAX_BODY_BYTES + 1);
+    let batch = " ".repeat(MAX_BATCH_BODY_BYTES + 1);
+    for (path, body) in [
+        ("/notifications", &single),
+        ("/notifications/batch", &batch),
+    ] {
+        let (status, code, _) = refusal(request("POST", path, JSON, body)).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_json_bad_fields_bad_ids_and_bad_keys_are_400() {
+    let cases = [
+        (request("POST", "/notifications", JSON, "{"), "invalid_json"),
+        (
+            request("POST", "/notifications", JSON, r#"{"channel":"fax"}"#),
+            "validation_failed",
+        ),
+        (
+            request("GET", "/notifications/not-a-uuid", None, ""),
+            "invalid_id",
+        ),
+        (
+            request("POST", "/notifications/not-a-uuid/cancel", None, ""),
+            "invalid_id",
+        ),
+        (
+            request("GET", "/notifications", None, "").with_query_string_parameters(
+                std::collections::HashMap::from([("status".to_owned(), "lost".to_owned())]),
+            ),
+            "validation_failed",
+        ),
+    ];
+    for (req, expected) in cases {
+        let what = format!("{} {}", req.method(), req.uri());
+        let (status, code, _) = refusal(req).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, expected),
+            "{what}"
+        );
+    }
+    let mut req = request("POST", "/notifications", JSON, SMS);
+    req.headers_mut()
+        .insert("idempotency-key", "has space".parse().unwrap());
+    assert_eq!(refusal(req).await.1, "invalid_idempotency_key");
+}
