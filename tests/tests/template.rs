@@ -260,13 +260,13 @@ fn the_email_sender_is_a_required_parameter() {
 
 /// Every route the ingest handler serves is an HttpApi route of the ingest function.
 #[test]
-fn every_api_route_is_in_the_template() {
+fn every_template_route_reaches_a_handler_and_nothing_else_does() {
     let template = template();
     let events = get(
         &template,
         &["Resources", "IngestFunction", "Properties", "Events"],
     );
-    let mut routes: Vec<(String, String)> = events
+    let deployed: std::collections::BTreeSet<(String, String)> = events
         .as_mapping()
         .expect("Events is a mapping")
         .values()
@@ -277,21 +277,59 @@ fn every_api_route_is_in_the_template() {
             (method.to_owned(), path.to_owned())
         })
         .collect();
-    routes.sort();
-    let mut expected = vec![
-        ("POST", "/notifications"),
-        ("GET", "/notifications"),
-        ("POST", "/notifications/batch"),
-        ("GET", "/notifications/{id}"),
-        ("POST", "/notifications/{id}/cancel"),
-        ("POST", "/notifications/{id}/requeue"),
+    assert!(!deployed.is_empty());
+    // every method on every path shape the API could have: the router must answer exactly
+    // the deployed ones (they get as far as asking for the organization: 401), and refuse
+    // the rest (404 or 405) before that
+    let paths = [
+        "/notifications",
+        "/notifications/batch",
+        "/notifications/{id}",
+        "/notifications/{id}/cancel",
+        "/notifications/{id}/requeue",
+        "/notifications/{id}/retry",
+        "/notifications/batch/{id}",
+        "/organizations",
+        "/",
     ];
-    expected.sort();
-    let expected: Vec<(String, String)> = expected
-        .into_iter()
-        .map(|(m, p)| (m.to_owned(), p.to_owned()))
-        .collect();
-    assert_eq!(routes, expected);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // never connects: every request here is answered before any store call
+    let store = shared::store::PgStore::new(
+        shared::db::DbConfig::new("postgres://nobody@127.0.0.1:9/none?sslmode=disable", None)
+            .unwrap(),
+    );
+    let ingest = shared::ingest::Ingest::new(
+        std::sync::Arc::new(store),
+        shared::ingest::IngestConfig::default(),
+    );
+    let id = uuid::Uuid::new_v4().to_string();
+    for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+        for path in paths {
+            let concrete = path.replace("{id}", &id);
+            let request = integration_tests::apigw::ApiRequest::new(
+                integration_tests::apigw::Version::V2,
+                method,
+                &concrete,
+            )
+            .build();
+            let status = runtime.block_on(ingest.handle(request)).status().as_u16();
+            let is_deployed = deployed.contains(&(method.to_owned(), path.to_owned()));
+            if is_deployed {
+                assert_eq!(
+                    status, 401,
+                    "{method} {path} is deployed: it must reach a handler"
+                );
+            } else {
+                assert!(
+                    status == 404 || status == 405,
+                    "{method} {path} is not in the template, yet the router answers {status}"
+                );
+            }
+        }
+    }
 }
 
 /// Migrations run once per deploy (the Migrations custom resource), never at a cold start.
