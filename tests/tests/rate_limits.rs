@@ -223,3 +223,101 @@ async fn ingest_answers_429_with_ratelimit_headers_past_the_burst() {
         integration_tests::count(&client, "SELECT count(*) FROM notification_jobs").await;
     assert_eq!(rows, 4, "the refused request wrote no job");
 }
+
+/// Records the organization of every job handed to it, in order.
+#[derive(Default)]
+struct Recorder {
+    calls: std::sync::Mutex<Vec<(Uuid, Uuid)>>,
+}
+
+#[async_trait::async_trait]
+impl shared::delivery::Deliverer for Recorder {
+    async fn deliver(
+        &self,
+        job: &shared::store::ClaimedJob,
+    ) -> Result<String, shared::delivery::DeliveryError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((job.organization_id, job.id));
+        Ok(format!("recorded-{}", job.id))
+    }
+}
+
+/// The rate-limited worker end to end: the worker's own loop (a separate completion, then
+/// the fair claim) over two organizations. Each gets exactly its budget this minute, batches
+/// alternate between them, and a job swept from a lost worker and claimed again counts
+/// against its organization's budget like any other.
+#[tokio::test]
+async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
+    use integration_tests::factory::Job;
+    use shared::worker::{run, WorkerConfig};
+
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let (first, second) = (new_org(), new_org());
+    add_jobs(&client, first, 15, 60.0).await; // older: plain FIFO would take these first
+    add_jobs(&client, second, 15, 30.0).await;
+    // a job of `first` left in processing by a lost worker three hours ago
+    let lost = Job::new()
+        .org(first)
+        .attempts(1)
+        .claimed_ago(10_800.0)
+        .insert(&client)
+        .await;
+    clear_of_minute_end(&client).await;
+    let store = limited_store(&db, 6).await;
+    // swept two hours ago (the clock is a parameter), so it is first in its line now
+    let two_hours_ago = Some(chrono::Utc::now() - chrono::Duration::hours(2));
+    let swept = shared::sweeper::run_once(
+        &store,
+        &shared::sweeper::SweeperConfig::new(600, 120, 100).unwrap(),
+        two_hours_ago,
+    )
+    .await
+    .unwrap();
+    assert_eq!(swept.requeued, 1);
+
+    let recorder = Recorder::default();
+    let config = WorkerConfig {
+        batch_size: 4,
+        concurrency: 1,
+        rate_limit_per_org_per_min: 6,
+        ..WorkerConfig::new(shared::delivery::DeliveryConfig::new("noreply@example.com"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let summary = run(&store, &recorder, &config, deadline).await.unwrap();
+    let calls = recorder.calls.lock().unwrap().clone();
+
+    assert_eq!(summary.sent, 12, "{summary:?}");
+    let per_org = |org: Uuid| calls.iter().filter(|(o, _)| *o == org).count();
+    assert_eq!((per_org(first), per_org(second)), (6, 6), "each its budget");
+    assert!(
+        calls.iter().any(|(_, id)| *id == lost),
+        "the swept job was claimed again"
+    );
+    // round-robin: every batch of four holds two of each
+    for batch in calls.chunks(4) {
+        let of_first = batch.iter().filter(|(o, _)| *o == first).count();
+        assert_eq!(of_first, 2, "batch {batch:?}");
+    }
+    let counted: Vec<(Uuid, i32)> = client
+        .query(
+            "SELECT organization_id, claimed FROM organization_claim_counts
+             WHERE minute = date_trunc('minute', now()) ORDER BY organization_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(counted.len(), 2, "{counted:?}");
+    assert!(counted.iter().all(|(_, n)| *n == 6), "{counted:?}");
+    let due: i64 = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM notification_jobs WHERE status IN ('pending', 'failed')",
+    )
+    .await;
+    assert_eq!(due, 31 - 12, "the rest waits for the next minute");
+}
