@@ -5,4 +5,4 @@ INSERT INTO organization_ingest_counts AS t (organization_id, minute, requests)
 VALUES ($1, date_trunc('minute', coalesce($3::timestamptz, now())), $2)
 ON CONFLICT (organization_id, minute) DO UPDATE SET requests = t.requests + EXCLUDED.requests
 RETURNING requests,
-          ceil(EXTRACT(EPOCH FROM date_trunc('minute', coalesce($3::timestamptz, now())) + interval '1 minute' - coalesce($3::timestamptz, now())))::int
+          ceil(EXTRACT(EPOCH FROM date_trunc('minute', coalesce($3::timestamptz, now())) + interval '1 minute' - coalesce($3::timestamptz, now())))::int AS resets_in_secs

@@ -6,7 +6,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::Mutex;
-use tokio_postgres::row::RowIndex;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row};
 use uuid::Uuid;
@@ -334,7 +333,7 @@ impl PgStore {
         }
         match self.query_opt(&sql::JOB_STATUS, &params).await? {
             None => Ok(Transition::NotFound),
-            Some(row) => Ok(Transition::Refused(status(&row, 0)?)),
+            Some(row) => Ok(Transition::Refused(status(&row)?)),
         }
     }
 }
@@ -361,29 +360,31 @@ fn map_err(err: tokio_postgres::Error) -> StoreError {
     }
 }
 
-fn status(row: &Row, idx: usize) -> Result<JobStatus, StoreError> {
-    let text: &str = row.get(idx);
+fn status(row: &Row) -> Result<JobStatus, StoreError> {
+    let text: &str = row.get("status");
     JobStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("job status {text:?}")))
 }
 
-fn channel<I: RowIndex + std::fmt::Display>(row: &Row, idx: I) -> Result<Channel, StoreError> {
-    let text: &str = row.get(idx);
+fn channel(row: &Row) -> Result<Channel, StoreError> {
+    let text: &str = row.get("channel");
     Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
 }
 
 /// A job from a row of get_job.sql or list_jobs.sql (no delivery attempts).
 fn job_view(row: &Row) -> Result<JobView, StoreError> {
     Ok(JobView {
-        id: row.get(0),
-        channel: channel(row, 1)?,
-        to: row.get::<_, Option<String>>(2).unwrap_or_default(),
-        status: status(row, 3)?,
-        attempts: row.get(4),
-        max_attempts: row.get(5),
-        next_attempt_at: row.get(6),
-        created_at: row.get(7),
-        updated_at: row.get(8),
-        last_error: row.get(9),
+        id: row.get("id"),
+        channel: channel(row)?,
+        to: row
+            .get::<_, Option<String>>("recipient")
+            .unwrap_or_default(),
+        status: status(row)?,
+        attempts: row.get("attempts"),
+        max_attempts: row.get("max_attempts"),
+        next_attempt_at: row.get("next_attempt_at"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+        last_error: row.get("last_error"),
         deliveries: None,
     })
 }
@@ -393,7 +394,7 @@ fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
     Ok(ClaimedJob {
         id: row.get("id"),
         organization_id: row.get("organization_id"),
-        channel: channel(row, "channel")?,
+        channel: channel(row)?,
         payload: row.get("payload"),
         attempt: row.get("attempts"),
         max_attempts: row.get("max_attempts"),
@@ -404,9 +405,9 @@ fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
 
 fn summary(row: &Row) -> Result<JobSummary, StoreError> {
     Ok(JobSummary {
-        id: row.get(0),
-        status: status(row, 1)?,
-        next_attempt_at: row.get(2),
+        id: row.get("id"),
+        status: status(row)?,
+        next_attempt_at: row.get("next_attempt_at"),
     })
 }
 
@@ -477,8 +478,8 @@ impl JobStore for PgStore {
                 .query(&sql::FIND_BY_IDEMPOTENCY_KEYS, &[&org, &keys])
                 .await?;
             for row in &rows {
-                let hash: String = row.get(3);
-                let key: String = row.get(4);
+                let hash: String = row.get("request_hash");
+                let key: String = row.get("idempotency_key");
                 existing.insert((org, key), (summary(row)?, hash));
             }
         }
@@ -518,15 +519,15 @@ impl JobStore for PgStore {
         let deliveries = deliveries
             .iter()
             .map(|d| DeliveryView {
-                attempt: d.get(0),
-                provider: d.get(1),
-                provider_message_id: d.get(2),
-                error_code: d.get(3),
-                error_message: d.get(4),
-                outcome: d.get(5),
-                fenced: d.get(6),
-                started_at: d.get(7),
-                finished_at: d.get(8),
+                attempt: d.get("attempt"),
+                provider: d.get("provider"),
+                provider_message_id: d.get("provider_message_id"),
+                error_code: d.get("error_code"),
+                error_message: d.get("error_message"),
+                outcome: d.get("outcome"),
+                fenced: d.get("fenced"),
+                started_at: d.get("started_at"),
+                finished_at: d.get("finished_at"),
             })
             .collect();
         Ok(Some(JobView {
@@ -673,10 +674,10 @@ impl JobStore for PgStore {
                 &[&stuck_after.as_secs_f64(), &i64::from(limit), &now],
             )
             .await?;
-        let count = |idx| row.get::<_, i64>(idx).max(0) as u64;
+        let count = |name: &str| row.get::<_, i64>(name).max(0) as u64;
         Ok(SweepReport {
-            requeued: count(0),
-            dead: count(1),
+            requeued: count("requeued"),
+            dead: count("dead"),
         })
     }
 
@@ -697,8 +698,8 @@ impl JobStore for PgStore {
             .query_one(&sql::COUNT_INGEST, &[&organization_id, &requests, &now])
             .await?;
         Ok(IngestWindow {
-            used: row.get::<_, i32>(0).max(0) as u32,
-            resets_in_secs: row.get::<_, i32>(1).max(0) as u32,
+            used: row.get::<_, i32>("requests").max(0) as u32,
+            resets_in_secs: row.get::<_, i32>("resets_in_secs").max(0) as u32,
         })
     }
 
