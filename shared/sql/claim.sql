@@ -7,6 +7,8 @@ WITH due AS (
     FROM notification_jobs
     WHERE status IN ('pending', 'failed')
       AND next_attempt_at <= coalesce($2::timestamptz, now())
+      -- an expired job is never sent (the sweeper marks it expired)
+      AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
     ORDER BY next_attempt_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -15,10 +17,11 @@ WITH due AS (
 UPDATE notification_jobs AS j
 SET status      = 'processing',
     attempts    = j.attempts + 1,
+    tries       = GREATEST(j.tries, j.attempts) + 1,
     claimed_at  = coalesce($2::timestamptz, now()),
     claim_token = gen_random_uuid(),
     updated_at  = coalesce($2::timestamptz, now())
 FROM due
 WHERE j.id = due.id
 RETURNING j.id, j.organization_id, j.channel, j.payload, j.attempts, j.max_attempts,
-          j.claim_token, j.claimed_at
+          j.tries, j.claim_token, j.claimed_at

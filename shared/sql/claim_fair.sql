@@ -49,6 +49,7 @@ candidates AS (
         WHERE organization_id = b.organization_id
           AND status IN ('pending', 'failed')
           AND next_attempt_at <= coalesce($2::timestamptz, now())
+          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
         ORDER BY next_attempt_at
         LIMIT LEAST(b.left_now::bigint, $1::bigint)
         FOR UPDATE SKIP LOCKED

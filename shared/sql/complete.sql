@@ -7,7 +7,8 @@
 -- meaning now()) come first here too, so it goes in unchanged. Both parts work on disjoint
 -- rows: the claim takes pending/failed jobs, the completion changes processing ones.
 -- $1 how many jobs to claim next, $2 the current time (NULL: now()),
--- $3 ids, $4 claim tokens, $5 attempts, $6 outcomes (sent|retry|dead), $7 retry times,
+-- $3 ids, $4 claim tokens, $5 tries (the delivery row's attempt number),
+-- $6 outcomes (sent|retry|held|dead), $7 retry times,
 -- $8 providers, $9 provider message ids, $10 error codes, $11 error messages,
 -- $12 started, $13 finished
 WITH input AS (
@@ -24,8 +25,13 @@ applied AS (
     SET status          = CASE i.outcome
                               WHEN 'sent' THEN 'sent'::job_status
                               WHEN 'retry' THEN 'failed'::job_status
+                              WHEN 'held' THEN 'failed'::job_status
                               ELSE 'dead'::job_status
                           END,
+        -- held: not the message's fault (account trouble, an outage): the attempt its
+        -- claim took is given back
+        attempts        = CASE WHEN i.outcome = 'held' THEN GREATEST(j.attempts - 1, 0)
+                               ELSE j.attempts END,
         next_attempt_at = COALESCE(i.retry_at, j.next_attempt_at),
         last_error      = CASE WHEN i.outcome = 'sent' THEN NULL
                                ELSE concat_ws(': ', i.error_code, i.error_message) END,
@@ -60,10 +66,11 @@ claimed AS (
 -- one row per completion (applied is true or false), then one per claimed job (applied null)
 SELECT i.job_id AS id, a.id IS NOT NULL AS applied, NULL::uuid AS organization_id,
        NULL::text AS channel, NULL::jsonb AS payload, NULL::int AS attempts,
-       NULL::int AS max_attempts, NULL::uuid AS claim_token, NULL::timestamptz AS claimed_at
+       NULL::int AS max_attempts, NULL::int AS tries, NULL::uuid AS claim_token,
+       NULL::timestamptz AS claimed_at
 FROM input AS i
 LEFT JOIN applied AS a ON a.id = i.job_id
 UNION ALL
-SELECT id, NULL, organization_id, channel, payload, attempts, max_attempts, claim_token,
-       claimed_at
+SELECT id, NULL, organization_id, channel, payload, attempts, max_attempts, tries,
+       claim_token, claimed_at
 FROM claimed

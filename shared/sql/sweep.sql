@@ -21,12 +21,12 @@ swept AS (
         updated_at      = coalesce($3::timestamptz, now())
     FROM stuck
     WHERE j.id = stuck.id
-    RETURNING j.id, j.channel, j.attempts, j.claimed_at, j.status
+    RETURNING j.id, j.channel, GREATEST(j.tries, j.attempts) AS try, j.claimed_at, j.status
 ),
 recorded AS (
     INSERT INTO notification_deliveries
         (job_id, attempt, provider, error_code, error_message, outcome, started_at, finished_at)
-    SELECT id, attempts, CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END,
+    SELECT id, try, CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END,
            'WorkerLost', 'worker lost: processing since ' || claimed_at, 'lost', claimed_at, coalesce($3::timestamptz, now())
     FROM swept
     ON CONFLICT (job_id, attempt) DO NOTHING

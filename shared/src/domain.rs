@@ -50,6 +50,8 @@ pub enum JobStatus {
     Dead,
     /// Cancelled by its organization before it went out; never claimed.
     Cancelled,
+    /// Past its expiry before it could be delivered; never sent.
+    Expired,
 }
 
 impl JobStatus {
@@ -61,6 +63,7 @@ impl JobStatus {
             JobStatus::Failed => "failed",
             JobStatus::Dead => "dead",
             JobStatus::Cancelled => "cancelled",
+            JobStatus::Expired => "expired",
         }
     }
 
@@ -72,6 +75,7 @@ impl JobStatus {
             "failed" => Some(JobStatus::Failed),
             "dead" => Some(JobStatus::Dead),
             "cancelled" => Some(JobStatus::Cancelled),
+            "expired" => Some(JobStatus::Expired),
             _ => None,
         }
     }

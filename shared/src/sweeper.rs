@@ -87,12 +87,15 @@ impl SweeperConfig {
 pub struct SweepSummary {
     pub requeued: u64,
     pub dead: u64,
+    /// Waiting jobs past their expiry, now `expired`.
+    pub expired: u64,
     /// Finished jobs deleted by retention.
     pub pruned: u64,
     pub elapsed_ms: u64,
 }
 
-/// Sweeps every stuck job, then prunes finished jobs past retention, in bounded
+/// Sweeps every stuck job, expires waiting jobs past their expiry, then prunes finished jobs
+/// past retention, in bounded
 /// statements, until none is left. `now`: the current time (`None`: the database's clock).
 pub async fn run_once(
     store: &dyn JobStore,
@@ -108,6 +111,14 @@ pub async fn run_once(
         total.requeued += report.requeued;
         total.dead += report.dead;
         if report.requeued + report.dead < u64::from(config.batch_size) {
+            break;
+        }
+    }
+    let mut expired = 0;
+    loop {
+        let done = store.expire(config.batch_size, now).await?;
+        expired += done;
+        if done < u64::from(config.batch_size) {
             break;
         }
     }
@@ -127,9 +138,16 @@ pub async fn run_once(
     let summary = SweepSummary {
         requeued: total.requeued,
         dead: total.dead,
+        expired,
         pruned,
         elapsed_ms: started.elapsed().as_millis() as u64,
     };
+    if summary.expired > 0 {
+        tracing::warn!(
+            expired = summary.expired,
+            "jobs expired before they could be delivered"
+        );
+    }
     if summary.requeued + summary.dead > 0 {
         tracing::warn!(
             requeued = summary.requeued,

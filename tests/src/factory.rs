@@ -25,6 +25,7 @@ pub struct Job {
     claimed_secs_ago: Option<f64>,
     created_secs_ago: f64,
     updated_secs_ago: f64,
+    expires_in_secs: Option<f64>,
 }
 
 impl Default for Job {
@@ -46,6 +47,7 @@ impl Job {
             claimed_secs_ago: None,
             created_secs_ago: 0.0,
             updated_secs_ago: 0.0,
+            expires_in_secs: None,
         }
     }
 
@@ -98,6 +100,12 @@ impl Job {
         self
     }
 
+    /// Expires this many seconds from now (negative: already expired); default never.
+    pub fn expires_in(mut self, secs: f64) -> Self {
+        self.expires_in_secs = Some(secs);
+        self
+    }
+
     /// Created this many seconds ago (listing order).
     pub fn created_ago(mut self, secs: f64) -> Self {
         self.created_secs_ago = secs;
@@ -124,13 +132,14 @@ impl Job {
         let sql = format!(
             "INSERT INTO notification_jobs
                  (organization_id, channel, payload, status, attempts, max_attempts,
-                  next_attempt_at, claimed_at, claim_token, created_at, updated_at)
+                  next_attempt_at, claimed_at, claim_token, created_at, updated_at, expires_at)
              SELECT CASE WHEN $11 THEN gen_random_uuid() ELSE $1 END, $2, {payload}, $3::text::job_status, $4, $5,
                     now() + make_interval(secs => $6),
                     now() - make_interval(secs => $7),
                     CASE WHEN $7 IS NULL THEN NULL ELSE gen_random_uuid() END,
                     now() - make_interval(secs => $8) + g * interval '1 microsecond',
-                    now() - make_interval(secs => $9)
+                    now() - make_interval(secs => $9),
+                    now() + make_interval(secs => $12)
              FROM generate_series(1, $10::bigint) AS g
              ORDER BY g
              RETURNING id"
@@ -150,6 +159,7 @@ impl Job {
                     &self.updated_secs_ago,
                     &n,
                     &self.own_organizations,
+                    &self.expires_in_secs,
                 ],
             )
             .await

@@ -232,7 +232,7 @@ pub fn completion(
     shared::store::Completion {
         job_id: job.id,
         claim_token: job.claim_token,
-        attempt: job.attempt,
+        attempt: job.tries,
         channel: job.channel,
         decision,
         provider_message_id: provider_message_id.map(str::to_owned),

@@ -177,6 +177,7 @@ async fn ingest_answers_429_with_ratelimit_headers_past_the_burst() {
         IngestConfig {
             allow_org_header: false,
             rate_limit_per_min: 3,
+            ..IngestConfig::default()
         },
     );
     let (flooder, other) = (new_org(), new_org());

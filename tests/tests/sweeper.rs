@@ -265,3 +265,66 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
         integration_tests::count(&client, "SELECT count(*) FROM notification_deliveries").await;
     assert_eq!(deliveries, 4, "their delivery rows went with them");
 }
+
+/// A job past its expiry is never sent: the claim skips it, and the sweeper makes it
+/// `expired` with a delivery row saying why. A job in flight is left to finish, and one not
+/// yet expired waits on.
+#[tokio::test]
+async fn an_expired_job_is_never_claimed_and_the_sweeper_marks_it_expired() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    let expired = Job::new().expires_in(-1.0).insert(&client).await;
+    let held_expired = Job::new()
+        .status(JobStatus::Failed)
+        .attempts(0)
+        .expires_in(-60.0)
+        .insert(&client)
+        .await;
+    let alive = Job::new()
+        .expires_in(3_600.0)
+        .due_in(600.0)
+        .insert(&client)
+        .await;
+    let in_flight = Job::new()
+        .attempts(1)
+        .claimed_ago(1.0)
+        .expires_in(-1.0)
+        .insert(&client)
+        .await;
+
+    assert!(
+        store.claim(10, None).await.unwrap().is_empty(),
+        "nothing claimable"
+    );
+    let config = SweeperConfig::new(600, 120, 1_000).unwrap();
+    let summary = run_once(&store, &config, None).await.unwrap();
+    assert_eq!(summary.expired, 2, "{summary:?}");
+    for id in [expired, held_expired] {
+        assert_eq!(status_of(&client, id).await.0, "expired");
+        let row = client
+            .query_one(
+                "SELECT outcome, error_code, attempt FROM notification_deliveries WHERE job_id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        assert_eq!(row.get::<_, &str>(0), "expired");
+        assert_eq!(row.get::<_, &str>(1), "Expired");
+        assert_eq!(row.get::<_, i32>(2), 1);
+    }
+    assert_eq!(status_of(&client, alive).await.0, "pending");
+    assert_eq!(status_of(&client, in_flight).await.0, "processing");
+
+    // an hour and a bit later (the clock is a parameter) the live one expires too
+    let later = Some(chrono::Utc::now() + chrono::Duration::minutes(61));
+    assert!(
+        store.claim(10, later).await.unwrap().is_empty(),
+        "expired by then"
+    );
+    let summary = run_once(&store, &config, later).await.unwrap();
+    // the in-flight job's worker is lost by then: swept, then found expired
+    assert_eq!((summary.requeued, summary.expired), (1, 2), "{summary:?}");
+    assert_eq!(status_of(&client, alive).await.0, "expired");
+    assert_eq!(status_of(&client, in_flight).await.0, "expired");
+}

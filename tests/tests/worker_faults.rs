@@ -1,7 +1,7 @@
 //! The worker loop with an in-process fake delivery port (fault injection) over a real
 //! PostgreSQL: retries and backoff, dead jobs, timeouts, fencing, panics, deadlines, polling.
 //!
-//! Each job's payload carries a `script`: what the fake does on attempt 1, 2, … (the last
+//! Each job's payload carries a `script`: what the fake does on call (try) 1, 2, … (the last
 //! entry repeats): `"ok"`, `"hang"`, `"slow"` (700 ms, then ok), `"panic"`, `"fence"` (the job
 //! is swept and claimed again during the call, then ok), or an error code to fail with.
 
@@ -15,7 +15,10 @@ use integration_tests::TestDb;
 use serde_json::{json, Value};
 use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use shared::domain::Channel;
-use shared::store::ClaimedJob;
+use shared::store::{
+    ClaimedJob, CompleteReport, Completion, IngestWindow, Inserted, JobView, ListCursor, NewJob,
+    Now, StoreError, SweepReport, Transition,
+};
 use shared::worker::{self, WorkerConfig, WorkerSummary};
 use tokio_postgres::Client;
 use uuid::Uuid;
@@ -35,7 +38,7 @@ impl Deliverer for Fake {
             .cloned()
             .unwrap_or_default();
         let step = script
-            .get(job.attempt as usize - 1)
+            .get(job.tries as usize - 1)
             .or(script.last())
             .and_then(Value::as_str)
             .unwrap_or("ok")
@@ -48,7 +51,7 @@ impl Deliverer for Fake {
             "fence" => integration_tests::factory::steal_claim(&self.db, job.id).await,
             code => return Err(DeliveryError::new(code, format!("injected {code}"))),
         }
-        Ok(format!("fake-{}-{}", job.id, job.attempt))
+        Ok(format!("fake-{}-{}", job.id, job.tries))
     }
 }
 
@@ -147,7 +150,7 @@ async fn run(db: &TestDb, deliverer: &Fake, cfg: &WorkerConfig) -> WorkerSummary
 }
 
 #[tokio::test]
-async fn transient_then_success_is_sent_on_attempt_two_after_the_backoff() {
+async fn an_outage_then_success_is_sent_after_the_backoff_with_its_attempt_given_back() {
     let db = TestDb::new().await;
     let client = db.client().await;
     let fake = fake(&db).await;
@@ -157,12 +160,16 @@ async fn transient_then_success_is_sent_on_attempt_two_after_the_backoff() {
     let first = run(&db, &fake, &config()).await;
     let after = Utc::now();
     assert_eq!(
-        (first.claimed, first.retried, first.sent),
+        (first.claimed, first.held, first.sent),
         (1, 1, 0),
         "{first:?}"
     );
     let row = job(&client, id).await;
-    assert_eq!(row.status, "failed");
+    assert_eq!(
+        (row.status.as_str(), row.attempts),
+        ("failed", 0),
+        "attempt given back"
+    );
     assert_eq!(
         row.last_error.as_deref(),
         Some("Throttling: injected Throttling")
@@ -183,11 +190,15 @@ async fn transient_then_success_is_sent_on_attempt_two_after_the_backoff() {
     let second = run(&db, &fake, &config()).await;
     assert_eq!((second.claimed, second.sent), (1, 1), "{second:?}");
     let row = job(&client, id).await;
-    assert_eq!((row.status.as_str(), row.attempts), ("sent", 2));
+    assert_eq!(
+        (row.status.as_str(), row.attempts),
+        ("sent", 1),
+        "only the call that could have been the message's fault is spent"
+    );
     assert_eq!(row.last_error, None);
     let rows = deliveries(&client, id).await;
     assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0].outcome, "retry");
+    assert_eq!(rows[0].outcome, "held");
     assert_eq!(rows[0].error_code.as_deref(), Some("Throttling"));
     assert_eq!(rows[0].provider_message_id, None);
     assert_eq!(rows[1].outcome, "sent");
@@ -220,7 +231,8 @@ async fn always_transient_is_dead_after_exactly_max_attempts() {
     let client = db.client().await;
     let fake = fake(&db).await;
     let max_attempts = 4;
-    let id = insert_jobs(&client, &[scripted(&["InternalError"])], max_attempts).await[0].0;
+    // a code nobody knows: transient, and it may be the message's fault, so it spends
+    let id = insert_jobs(&client, &[scripted(&["UnmodeledFailure"])], max_attempts).await[0].0;
 
     let mut runs = 0;
     loop {
@@ -250,11 +262,11 @@ async fn always_transient_is_dead_after_exactly_max_attempts() {
     assert_eq!(rows[3].outcome, "dead");
     assert!(rows
         .iter()
-        .all(|r| r.error_code.as_deref() == Some("InternalError")));
+        .all(|r| r.error_code.as_deref() == Some("UnmodeledFailure")));
 }
 
 #[tokio::test]
-async fn a_hanging_provider_call_times_out_and_is_retried() {
+async fn a_hanging_provider_call_times_out_and_is_held() {
     let db = TestDb::new().await;
     let client = db.client().await;
     let fake = fake(&db).await;
@@ -269,12 +281,19 @@ async fn a_hanging_provider_call_times_out_and_is_retried() {
         .await
         .expect("the worker does not wait for a hanging call");
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!((summary.claimed, summary.retried), (1, 1), "{summary:?}");
+    assert_eq!((summary.claimed, summary.held), (1, 1), "{summary:?}");
     let row = job(&client, id).await;
-    assert_eq!(row.status, "failed", "retried, not stuck in processing");
+    assert_eq!(
+        row.status, "failed",
+        "due again later, not stuck in processing"
+    );
+    assert_eq!(
+        row.attempts, 0,
+        "a timeout is the provider's trouble: attempt given back"
+    );
     let rows = deliveries(&client, id).await;
     assert_eq!(rows[0].error_code.as_deref(), Some("Timeout"));
-    assert_eq!(rows[0].outcome, "retry");
+    assert_eq!(rows[0].outcome, "held");
 
     make_due(&client, id).await;
     assert_eq!(run(&db, &fake, &cfg).await.sent, 1);
@@ -359,11 +378,12 @@ async fn account_trouble_waits_the_longest_backoff_even_on_the_last_attempt() {
 
     let before = Utc::now();
     let summary = run(&db, &fake, &config()).await;
-    assert_eq!((summary.retried, summary.dead), (1, 0), "{summary:?}");
+    assert_eq!((summary.held, summary.dead), (1, 0), "{summary:?}");
     let row = job(&client, id).await;
     assert_eq!(
-        row.status, "failed",
-        "kept for when a person fixes the account"
+        (row.status.as_str(), row.attempts),
+        ("failed", 0),
+        "kept for when a person fixes the account, its one attempt given back"
     );
     let wait = row.next_attempt_at - before;
     assert!(
@@ -470,7 +490,9 @@ async fn the_handler_takes_any_event_and_answers_with_the_summary() {
         "claimed",
         "sent",
         "retried",
+        "held",
         "dead",
+        "released",
         "fenced",
         "batches",
         "elapsed_ms",
@@ -481,7 +503,7 @@ async fn the_handler_takes_any_event_and_answers_with_the_summary() {
     assert_eq!(keys_sorted, expected);
     assert_eq!(value["claimed"], 2);
     assert_eq!(value["sent"], 1);
-    assert_eq!(value["retried"], 1);
+    assert_eq!(value["held"], 1);
     assert_eq!(value["batches"], 1);
 
     // `{}` from `cargo lambda invoke`, with a bare context: an empty queue, a quick answer
@@ -492,4 +514,214 @@ async fn the_handler_takes_any_event_and_answers_with_the_summary() {
         .unwrap();
     assert_eq!(summary.claimed, 0);
     assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// An outage longer than the whole budget: every round held, nothing spent, and the job is
+/// delivered once the provider is back, with the one attempt that reached it.
+#[tokio::test]
+async fn an_outage_longer_than_the_budget_kills_nothing() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let mut script = vec!["Throttling", "Http5xx", "Timeout", "DispatchFailure"];
+    script.extend(["ServiceUnavailable", "Throttling", "ok"]);
+    let id = insert_jobs(&client, &[scripted(&script)], 2).await[0].0;
+    for round in 1..=7 {
+        let summary = run(&db, &fake, &config()).await;
+        assert_eq!(summary.claimed, 1, "round {round}: {summary:?}");
+        assert_eq!(summary.dead, 0, "round {round}: never buried for an outage");
+        make_due(&client, id).await;
+    }
+    let row = job(&client, id).await;
+    assert_eq!((row.status.as_str(), row.attempts), ("sent", 1));
+    let rows = deliveries(&client, id).await;
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.attempt, r.outcome.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (1, "held"),
+            (2, "held"),
+            (3, "held"),
+            (4, "held"),
+            (5, "held"),
+            (6, "held"),
+            (7, "sent")
+        ],
+        "one row per provider call, numbered by try"
+    );
+}
+
+/// Account trouble for several rounds, then the account is fixed: delivered with the budget
+/// intact (max_attempts 1 would have buried it at the first error if it spent).
+#[tokio::test]
+async fn account_trouble_for_rounds_then_recovery_delivers_with_the_budget_intact() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let script = [
+        "AccountSuspendedException",
+        "SendingPausedException",
+        "AccountSuspendedException",
+        "ok",
+    ];
+    let id = insert_jobs(&client, &[scripted(&script)], 1).await[0].0;
+    for round in 1..=3 {
+        let summary = run(&db, &fake, &config()).await;
+        assert_eq!((summary.held, summary.dead), (1, 0), "round {round}");
+        assert_eq!(
+            job(&client, id).await.attempts,
+            0,
+            "round {round}: nothing spent"
+        );
+        make_due(&client, id).await;
+    }
+    assert_eq!(run(&db, &fake, &config()).await.sent, 1);
+    let row = job(&client, id).await;
+    assert_eq!((row.status.as_str(), row.attempts), ("sent", 1));
+    let outcomes: Vec<String> = deliveries(&client, id)
+        .await
+        .into_iter()
+        .map(|r| r.outcome)
+        .collect();
+    assert_eq!(outcomes, ["held", "held", "held", "sent"]);
+}
+
+/// The store fails to record results (twice: the retry on a fresh connection fails too), so
+/// the worker stops mid-batch: jobs it never handed to the provider are due again at once
+/// with their attempt refunded; the ones it did hand over are left for the sweeper.
+#[tokio::test]
+async fn a_store_error_mid_batch_gives_untried_jobs_back_at_once() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let fake = fake(&db).await;
+    let specs: Vec<_> = (0..5).map(|_| scripted(&["slow"])).collect();
+    let ids: Vec<Uuid> = insert_jobs(&client, &specs, 5)
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let store = FailingRecords {
+        inner: db.store().await,
+        failures_left: AtomicU64::new(2),
+    };
+    let cfg = WorkerConfig {
+        concurrency: 1,
+        ..config()
+    };
+    let err = worker::run(&store, &fake, &cfg, in_a_minute())
+        .await
+        .expect_err("the store error fails the invocation");
+    assert!(err.to_string().contains("unexpected value"), "{err}");
+    assert_eq!(
+        store.failures_left.load(Ordering::SeqCst),
+        0,
+        "recording was tried twice"
+    );
+
+    let calls = fake.calls.load(Ordering::SeqCst);
+    let mut given_back = 0;
+    for id in &ids {
+        let row = job(&client, *id).await;
+        match row.status.as_str() {
+            "pending" => {
+                given_back += 1;
+                assert_eq!(row.attempts, 0, "attempt refunded");
+                assert_eq!(row.claim_token, None, "claim cleared");
+                assert!(row.next_attempt_at <= Utc::now(), "due again at once");
+                assert!(deliveries(&client, *id).await.is_empty(), "never called");
+            }
+            "processing" => assert_eq!(row.attempts, 1, "handed over: left for the sweeper"),
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!(
+        given_back as u64 + calls,
+        5,
+        "every job either called or given back"
+    );
+    assert!(
+        given_back >= 3,
+        "only the first calls started: {given_back} given back"
+    );
+
+    // and the next run delivers the given-back jobs
+    let summary = run(&db, &fake, &config()).await;
+    assert_eq!(summary.sent, given_back as u64, "{summary:?}");
+}
+
+/// A store whose recording of results fails the first `failures_left` times.
+struct FailingRecords {
+    inner: shared::store::PgStore,
+    failures_left: AtomicU64,
+}
+
+#[async_trait]
+impl shared::store::JobStore for FailingRecords {
+    async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError> {
+        self.inner.insert(job).await
+    }
+    async fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>, StoreError> {
+        self.inner.insert_many(jobs).await
+    }
+    async fn get(&self, org: Uuid, id: Uuid) -> Result<Option<JobView>, StoreError> {
+        self.inner.get(org, id).await
+    }
+    async fn cancel(&self, org: Uuid, id: Uuid) -> Result<Transition, StoreError> {
+        self.inner.cancel(org, id).await
+    }
+    async fn requeue(&self, org: Uuid, id: Uuid) -> Result<Transition, StoreError> {
+        self.inner.requeue(org, id).await
+    }
+    async fn list(
+        &self,
+        org: Uuid,
+        status: Option<shared::domain::JobStatus>,
+        after: Option<ListCursor>,
+        limit: u32,
+    ) -> Result<Vec<JobView>, StoreError> {
+        self.inner.list(org, status, after, limit).await
+    }
+    async fn claim(&self, batch: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.inner.claim(batch, now).await
+    }
+    async fn complete(&self, done: &[Completion], now: Now) -> Result<CompleteReport, StoreError> {
+        self.inner.complete(done, now).await
+    }
+    async fn complete_and_claim(
+        &self,
+        done: &[Completion],
+        next: u32,
+        now: Now,
+    ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
+        let left = self.failures_left.load(Ordering::SeqCst);
+        if left > 0 {
+            self.failures_left.store(left - 1, Ordering::SeqCst);
+            return Err(StoreError::Corrupt("injected failure to record".into()));
+        }
+        self.inner.complete_and_claim(done, next, now).await
+    }
+    async fn release(&self, claims: &[(Uuid, Uuid)], now: Now) -> Result<Vec<Uuid>, StoreError> {
+        self.inner.release(claims, now).await
+    }
+    async fn expire(&self, limit: u32, now: Now) -> Result<u64, StoreError> {
+        self.inner.expire(limit, now).await
+    }
+    async fn sweep(
+        &self,
+        after: Duration,
+        limit: u32,
+        now: Now,
+    ) -> Result<SweepReport, StoreError> {
+        self.inner.sweep(after, limit, now).await
+    }
+    async fn prune(&self, days: u32, limit: u32, now: Now) -> Result<u64, StoreError> {
+        self.inner.prune(days, limit, now).await
+    }
+    async fn count_ingest(&self, org: Uuid, n: u32, now: Now) -> Result<IngestWindow, StoreError> {
+        self.inner.count_ingest(org, n, now).await
+    }
+    async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError> {
+        self.inner.prune_rate_windows(now).await
+    }
 }

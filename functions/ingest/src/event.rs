@@ -222,7 +222,7 @@ mod tests {
         let db = DbConfig::new("postgres://nobody@127.0.0.1:1/none?sslmode=disable", None).unwrap();
         let config = IngestConfig {
             allow_org_header: true,
-            rate_limit_per_min: 0,
+            ..IngestConfig::default()
         };
         Ingest::new(Arc::new(PgStore::new(db)), config)
     }

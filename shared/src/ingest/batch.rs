@@ -49,6 +49,7 @@ pub fn new_job(
     item: &Value,
     organization_id: Uuid,
     now: DateTime<Utc>,
+    max_age: std::time::Duration,
 ) -> Result<NewJob, Vec<FieldError>> {
     let mut request = item.clone();
     let key = request
@@ -67,7 +68,7 @@ pub fn new_job(
         }
     };
     match validate(&request, now) {
-        Ok(request) if errors.is_empty() => Ok(request.into_job(organization_id, key)),
+        Ok(request) if errors.is_empty() => Ok(request.into_job(organization_id, key, max_age)),
         Ok(_) => Err(errors),
         Err(more) => {
             errors.extend(more);

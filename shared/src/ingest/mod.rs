@@ -35,12 +35,27 @@ pub const MAX_BATCH_BODY_BYTES: usize = 1024 * 1024;
 pub const RETRY_AFTER_SECS: u32 = 5;
 
 /// The ingest function's settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct IngestConfig {
     /// Also honour an `X-Organization-Id` header. For local use only: never in production.
     pub allow_org_header: bool,
     /// Requests (single or batch) an organization may make per minute; 0 = no limit.
     pub rate_limit_per_min: u32,
+    /// A job without `expires_at` expires this long after `send_at` (`JOB_MAX_AGE_SECS`).
+    pub max_age: std::time::Duration,
+}
+
+/// The default `JOB_MAX_AGE_SECS`: a day.
+pub const DEFAULT_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            allow_org_header: false,
+            rate_limit_per_min: 0,
+            max_age: DEFAULT_MAX_AGE,
+        }
+    }
 }
 
 impl IngestConfig {
@@ -48,7 +63,7 @@ impl IngestConfig {
         Self::from_lookup(&config::Vars::process())
     }
 
-    /// Reads `ALLOW_ORG_HEADER` and `INGEST_RATE_LIMIT_PER_ORG_PER_MIN`.
+    /// Reads `ALLOW_ORG_HEADER`, `INGEST_RATE_LIMIT_PER_ORG_PER_MIN` and `JOB_MAX_AGE_SECS`.
     pub fn from_lookup(vars: &config::Vars) -> Result<Self, ConfigError> {
         Ok(Self {
             allow_org_header: vars.flag("ALLOW_ORG_HEADER", false)?,
@@ -57,6 +72,11 @@ impl IngestConfig {
                 0u32,
                 0..=1_000_000,
             )?,
+            max_age: std::time::Duration::from_secs(vars.parse_or(
+                "JOB_MAX_AGE_SECS",
+                DEFAULT_MAX_AGE.as_secs(),
+                60..=30 * 86_400,
+            )?),
         })
     }
 }
@@ -203,7 +223,7 @@ impl Ingest {
         let key = idempotency_key(req.headers())?;
         let job = validate(&body, Utc::now())
             .map_err(ApiError::invalid)?
-            .into_job(organization_id, key);
+            .into_job(organization_id, key, self.config.max_age);
         let inserted = self.store.insert(&job).await?;
         match inserted {
             Inserted::Created(summary) => Ok((
@@ -299,7 +319,7 @@ impl Ingest {
         let now = Utc::now();
         let checked: Vec<Result<NewJob, Vec<FieldError>>> = items
             .iter()
-            .map(|item| batch::new_job(item, organization_id, now))
+            .map(|item| batch::new_job(item, organization_id, now, self.config.max_age))
             .collect();
         let valid: Vec<NewJob> = checked
             .iter()

@@ -58,6 +58,12 @@ impl JobStore for Untouchable {
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
         touched("complete_and_claim")
     }
+    async fn release(&self, _: &[(Uuid, Uuid)], _: Now) -> Result<Vec<Uuid>, StoreError> {
+        touched("release")
+    }
+    async fn expire(&self, _: u32, _: Now) -> Result<u64, StoreError> {
+        touched("expire")
+    }
     async fn sweep(
         &self,
         _: std::time::Duration,
@@ -82,7 +88,7 @@ fn ingest() -> Ingest {
         Arc::new(Untouchable),
         IngestConfig {
             allow_org_header: true,
-            rate_limit_per_min: 0,
+            ..IngestConfig::default()
         },
     )
 }

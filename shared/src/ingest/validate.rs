@@ -12,6 +12,8 @@ use crate::domain::Channel;
 pub const MAX_SMS_CHARS: usize = 1600;
 pub const MAX_SUBJECT_CHARS: usize = 998;
 pub const MAX_SCHEDULE_AHEAD_DAYS: i64 = 30;
+/// `expires_at` may be at most this long after `send_at`.
+pub const MAX_LIFETIME_DAYS: i64 = 30;
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
 pub const MAX_ATTEMPTS_LIMIT: i64 = 20;
 
@@ -40,23 +42,35 @@ pub struct SendRequest {
     pub max_attempts: i32,
     /// When the first attempt is due (a past `send_at` means now).
     pub send_at: DateTime<Utc>,
+    /// The caller's `expires_at`: never sent after it (else `send_at` + the service's
+    /// maximum age, see [`SendRequest::into_job`]).
+    pub expires_at: Option<DateTime<Utc>>,
     /// SHA-256 of the normalised request, for idempotency.
     pub request_hash: String,
 }
 
 impl SendRequest {
     /// The job to persist for `organization_id`, with the caller's idempotency key if any.
+    /// `max_age` is the service's default maximum age: without `expires_at` a job expires
+    /// that long after `send_at`.
     pub fn into_job(
         self,
         organization_id: uuid::Uuid,
         key: Option<String>,
+        max_age: std::time::Duration,
     ) -> crate::store::NewJob {
+        let max_age = Duration::from_std(max_age).unwrap_or(Duration::MAX);
         crate::store::NewJob {
             organization_id,
             channel: self.channel,
             payload: self.payload,
             max_attempts: self.max_attempts,
             next_attempt_at: self.send_at,
+            expires_at: self.expires_at.unwrap_or_else(|| {
+                self.send_at
+                    .checked_add_signed(max_age)
+                    .unwrap_or(self.send_at)
+            }),
             idempotency: key.map(|key| crate::store::Idempotency {
                 key,
                 request_hash: self.request_hash,
@@ -132,7 +146,14 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
             if let Some(message) = fields.string("message", true, 1, MAX_SMS_CHARS) {
                 payload.insert("message".into(), message.into());
             }
-            &["channel", "to", "message", "send_at", "max_attempts"]
+            &[
+                "channel",
+                "to",
+                "message",
+                "send_at",
+                "expires_at",
+                "max_attempts",
+            ]
         }
         Some(Channel::Email) => {
             if let Some(to) = fields.email("to", true) {
@@ -167,6 +188,7 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
                 "html",
                 "reply_to",
                 "send_at",
+                "expires_at",
                 "max_attempts",
             ]
         }
@@ -205,16 +227,34 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
         }
     }
 
+    let send_at = send_at_given.map_or(now, |t| t.max(now));
+    let mut expires_at = None;
+    if let Some(raw) = fields.string("expires_at", false, 1, 64) {
+        match DateTime::parse_from_rfc3339(&raw).map(|t| t.with_timezone(&Utc)) {
+            Ok(t) if t <= send_at => fields.error("expires_at", "must be after send_at (or now)"),
+            Ok(t) if t > send_at + Duration::days(MAX_LIFETIME_DAYS) => fields.error(
+                "expires_at",
+                "must be at most 30 days after send_at (or now)",
+            ),
+            Ok(t) => expires_at = Some(t),
+            Err(_) => fields.error(
+                "expires_at",
+                "must be an RFC 3339 time, e.g. 2030-01-31T09:05:00Z",
+            ),
+        }
+    }
+
     let Some(channel) = channel.filter(|_| errors.is_empty()) else {
         return Err(errors);
     };
     let payload = Value::Object(payload);
-    let request_hash = hash(channel, &payload, max_attempts, send_at_given);
+    let request_hash = hash(channel, &payload, max_attempts, send_at_given, expires_at);
     Ok(SendRequest {
         channel,
         payload,
         max_attempts,
-        send_at: send_at_given.map_or(now, |t| t.max(now)),
+        send_at,
+        expires_at,
         request_hash,
     })
 }
@@ -226,13 +266,19 @@ fn hash(
     payload: &Value,
     max_attempts: i32,
     send_at: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
 ) -> String {
-    let normalised = serde_json::json!({
+    let time = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let mut normalised = serde_json::json!({
         "channel": channel.as_str(),
         "payload": payload,
         "max_attempts": max_attempts,
-        "send_at": send_at.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
+        "send_at": send_at.map(time),
     });
+    // only when given: requests without it hash as they always did
+    if let Some(expires_at) = expires_at {
+        normalised["expires_at"] = time(expires_at).into();
+    }
     hex::encode(Sha256::digest(normalised.to_string().as_bytes()))
 }
 
@@ -457,5 +503,58 @@ mod tests {
             fields(validate(&json!({"channel": "fax"}), now()).unwrap_err()),
             ["channel"]
         );
+    }
+
+    #[test]
+    fn expires_at_must_follow_send_at_within_30_days() {
+        let at = |t: &str| DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc);
+        let ok = validate(
+            &json!({"channel": "sms", "to": "+15555550100", "message": "code 1234",
+                    "send_at": "2027-01-01T09:00:00Z", "expires_at": "2027-01-01T09:05:00Z"}),
+            at("2026-12-15T00:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(ok.expires_at, Some(at("2027-01-01T09:05:00Z")));
+        let job = ok
+            .clone()
+            .into_job(uuid::Uuid::nil(), None, std::time::Duration::from_secs(60));
+        assert_eq!(
+            job.expires_at,
+            at("2027-01-01T09:05:00Z"),
+            "the caller's own wins"
+        );
+        let mut no_expiry = ok;
+        no_expiry.expires_at = None;
+        let job = no_expiry.into_job(
+            uuid::Uuid::nil(),
+            None,
+            std::time::Duration::from_secs(3600),
+        );
+        assert_eq!(
+            job.expires_at,
+            at("2027-01-01T10:00:00Z"),
+            "send_at + the maximum age"
+        );
+
+        for (expires_at, why) in [
+            ("2027-01-01T08:59:00Z", "must be after send_at"),
+            ("2027-01-01T09:00:00Z", "must be after send_at"),
+            ("2027-02-01T09:00:01Z", "at most 30 days after"),
+            ("soon", "RFC 3339"),
+        ] {
+            let errors = validate(
+                &json!({"channel": "sms", "to": "+15555550100", "message": "m",
+                        "send_at": "2027-01-01T09:00:00Z", "expires_at": expires_at}),
+                at("2026-12-15T00:00:00Z"),
+            )
+            .unwrap_err();
+            assert_eq!(errors.len(), 1, "{expires_at}");
+            assert_eq!(errors[0].field, "expires_at");
+            assert!(
+                errors[0].message.contains(why),
+                "{expires_at}: {}",
+                errors[0].message
+            );
+        }
     }
 }

@@ -108,6 +108,8 @@ pub struct NewJob {
     pub payload: serde_json::Value,
     pub max_attempts: i32,
     pub next_attempt_at: DateTime<Utc>,
+    /// Never sent after this (the claim skips it; the sweeper marks it expired).
+    pub expires_at: DateTime<Utc>,
     pub idempotency: Option<Idempotency>,
 }
 
@@ -144,9 +146,14 @@ pub struct ClaimedJob {
     pub organization_id: Uuid,
     pub channel: Channel,
     pub payload: serde_json::Value,
-    /// This attempt's number (1 for the first), already counted in the job.
+    /// The attempts spent with this one (1 for the first), already counted in the job; the
+    /// budget [`ClaimedJob::max_attempts`] is compared with it. An attempt given back
+    /// (account trouble, an outage, a claim never tried) is counted again by the next claim.
     pub attempt: i32,
     pub max_attempts: i32,
+    /// The how-manieth provider call this is (refunds never lower it): numbers the delivery
+    /// row, so every call keeps a row of its own.
+    pub tries: i32,
     pub claim_token: Uuid,
     pub claimed_at: DateTime<Utc>,
 }
@@ -155,7 +162,15 @@ pub struct ClaimedJob {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     Sent,
-    Retry { at: DateTime<Utc> },
+    /// Try again at `at`; the attempt stays spent.
+    Retry {
+        at: DateTime<Utc>,
+    },
+    /// Not the message's fault (account or configuration trouble, an outage): try again at
+    /// `at`, the attempt given back.
+    Hold {
+        at: DateTime<Utc>,
+    },
     Dead,
 }
 
@@ -164,6 +179,7 @@ impl Decision {
         match self {
             Decision::Sent => "sent",
             Decision::Retry { .. } => "retry",
+            Decision::Hold { .. } => "held",
             Decision::Dead => "dead",
         }
     }
@@ -174,6 +190,7 @@ impl Decision {
 pub struct Completion {
     pub job_id: Uuid,
     pub claim_token: Uuid,
+    /// The delivery row's number: the claimed job's [`ClaimedJob::tries`].
     pub attempt: i32,
     pub channel: Channel,
     pub decision: Decision,
@@ -301,6 +318,15 @@ pub trait JobStore: Send + Sync {
         next_batch: u32,
         now: Now,
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError>;
+
+    /// Gives back claimed jobs never handed to a provider (the worker stops early): due at
+    /// once, attempt refunded, claim token cleared; only those still held under their token.
+    /// Returns the ids released.
+    async fn release(&self, claims: &[(Uuid, Uuid)], now: Now) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Marks up to `limit` waiting jobs past their expiry `expired`, each with a delivery row
+    /// saying why; returns how many.
+    async fn expire(&self, limit: u32, now: Now) -> Result<u64, StoreError>;
 
     /// Requeues (or buries) up to `limit` jobs in processing for longer than `stuck_after`.
     async fn sweep(

@@ -60,13 +60,15 @@ pub mod sql {
         PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ];
         INSERT_JOBS = "insert_jobs.sql" [
             UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
-            TEXT_ARRAY, TEXT_ARRAY
+            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY
         ];
+        EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ];
         FIND_BY_IDEMPOTENCY_KEYS = "find_by_idempotency_keys.sql" [UUID, TEXT_ARRAY];
         GET_JOB = "get_job.sql" [UUID, UUID];
         LIST_DELIVERIES = "list_deliveries.sql" [UUID];
         SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ];
         PRUNE = "prune.sql" [INT4, INT8, TIMESTAMPTZ];
+        RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ];
         CANCEL = "cancel.sql" [UUID, UUID];
         REQUEUE = "requeue.sql" [UUID, UUID];
         JOB_STATUS = "job_status.sql" [UUID, UUID];
@@ -398,6 +400,7 @@ fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
         payload: row.get("payload"),
         attempt: row.get("attempts"),
         max_attempts: row.get("max_attempts"),
+        tries: row.get("tries"),
         claim_token: row.get("claim_token"),
         claimed_at: row.get("claimed_at"),
     })
@@ -430,6 +433,7 @@ impl JobStore for PgStore {
         let payloads: Vec<&serde_json::Value> = jobs.iter().map(|j| &j.payload).collect();
         let max_attempts: Vec<i32> = jobs.iter().map(|j| j.max_attempts).collect();
         let due: Vec<DateTime<Utc>> = jobs.iter().map(|j| j.next_attempt_at).collect();
+        let expires: Vec<DateTime<Utc>> = jobs.iter().map(|j| j.expires_at).collect();
         let keys: Vec<Option<&str>> = jobs
             .iter()
             .map(|j| j.idempotency.as_ref().map(|i| i.key.as_str()))
@@ -450,6 +454,7 @@ impl JobStore for PgStore {
                     &due,
                     &keys,
                     &hashes,
+                    &expires,
                 ],
             )
             .await?;
@@ -620,7 +625,7 @@ impl JobStore for PgStore {
             attempts.push(c.attempt);
             outcomes.push(c.decision.as_str());
             retry_at.push(match c.decision {
-                super::Decision::Retry { at } => Some(at),
+                super::Decision::Retry { at } | super::Decision::Hold { at } => Some(at),
                 _ => None,
             });
             providers.push(c.channel.provider());
@@ -660,6 +665,23 @@ impl JobStore for PgStore {
             }
         }
         Ok((report, claimed))
+    }
+
+    async fn release(&self, claims: &[(Uuid, Uuid)], now: Now) -> Result<Vec<Uuid>, StoreError> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = claims.iter().map(|(id, _)| *id).collect();
+        let tokens: Vec<Uuid> = claims.iter().map(|(_, token)| *token).collect();
+        let rows = self.query(&sql::RELEASE, &[&ids, &tokens, &now]).await?;
+        Ok(rows.iter().map(|row| row.get("id")).collect())
+    }
+
+    async fn expire(&self, limit: u32, now: Now) -> Result<u64, StoreError> {
+        let row = self
+            .query_one(&sql::EXPIRE, &[&i64::from(limit), &now])
+            .await?;
+        Ok(row.get::<_, i64>("expired").max(0) as u64)
     }
 
     async fn sweep(
@@ -760,7 +782,7 @@ mod tests {
 
     #[test]
     fn every_statement_declares_one_type_per_parameter() {
-        let all: [(&str, &Query); 16] = [
+        let all: [(&str, &Query); 18] = [
             ("claim", &sql::CLAIM),
             ("claim_fair", &sql::CLAIM_FAIR),
             ("complete_and_claim", &sql::COMPLETE_AND_CLAIM),
@@ -773,6 +795,8 @@ mod tests {
             ("list_deliveries", &sql::LIST_DELIVERIES),
             ("sweep", &sql::SWEEP),
             ("prune", &sql::PRUNE),
+            ("release", &sql::RELEASE),
+            ("expire", &sql::EXPIRE),
             ("cancel", &sql::CANCEL),
             ("requeue", &sql::REQUEUE),
             ("job_status", &sql::JOB_STATUS),

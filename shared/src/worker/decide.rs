@@ -29,32 +29,66 @@ pub fn backoff(attempt: i32, rng: &mut impl Rng) -> Duration {
     Duration::from_millis(rng.random_range(millis / 2..=millis))
 }
 
-/// The decision for one attempt, made at `now`:
+/// Errors that say the provider (or the way to it) is down or busy, not that the message is
+/// wrong: throttling, 5xx, timeouts, calls that did not complete. An outage of any length
+/// spends no attempt; the job's expiry bounds how long it waits.
+pub const OUTAGE_CODES: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "Throttled",
+    "TooManyRequestsException",
+    "LimitExceededException",
+    "KMSThrottling",
+    "InternalError",
+    "InternalFailure",
+    "InternalServerError",
+    "InternalServiceError",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "Http5xx",
+    crate::delivery::TIMEOUT,
+    "DispatchFailure",
+    "ResponseError",
+];
+
+/// The decision for one attempt, made at `now`. `attempt` is the budget spent with this
+/// attempt, `tries` the provider calls so far (this one included):
 /// - delivered → [`Decision::Sent`];
 /// - a permanent error → [`Decision::Dead`] at once;
-/// - a transient error → retry after [`backoff`], or `Dead` when this was the last allowed
-///   attempt;
-/// - account trouble → retry after [`MAX_BACKOFF`] whatever the budget: a person must act,
-///   and the message must not be lost meanwhile.
+/// - account or configuration trouble → [`Decision::Hold`] for [`MAX_BACKOFF`]: the attempt
+///   is given back, a person must act, and the message is not lost meanwhile;
+/// - an outage ([`OUTAGE_CODES`]) → [`Decision::Hold`] after [`backoff`] by `tries` (capped):
+///   not the message's fault either;
+/// - any other transient error (an unknown code, a panic) → retry after [`backoff`] by
+///   `attempt`, or `Dead` when this was the last allowed attempt.
+///
+/// Held jobs are bounded by their expiry, not by their budget.
 pub fn decide(
     attempt: i32,
+    tries: i32,
     max_attempts: i32,
     result: &Result<String, DeliveryError>,
     now: DateTime<Utc>,
     rng: &mut impl Rng,
 ) -> Decision {
-    let class = match result {
+    let err = match result {
         Ok(_) => return Decision::Sent,
-        Err(err) => err.class(),
+        Err(err) => err,
     };
-    let wait = match class {
-        ErrorClass::Permanent => return Decision::Dead,
-        ErrorClass::Transient if attempt >= max_attempts => return Decision::Dead,
-        ErrorClass::Transient => backoff(attempt, rng),
-        ErrorClass::Account => MAX_BACKOFF,
-    };
-    Decision::Retry {
-        at: now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+    let after =
+        |wait: Duration| now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+    match err.class() {
+        ErrorClass::Permanent => Decision::Dead,
+        ErrorClass::Account => Decision::Hold {
+            at: after(MAX_BACKOFF),
+        },
+        ErrorClass::Transient if OUTAGE_CODES.contains(&err.code.as_str()) => Decision::Hold {
+            at: after(backoff(tries, rng)),
+        },
+        ErrorClass::Transient if attempt >= max_attempts => Decision::Dead,
+        ErrorClass::Transient => Decision::Retry {
+            at: after(backoff(attempt, rng)),
+        },
     }
 }
 
@@ -110,40 +144,70 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(1);
         let now = Utc::now();
         let rng = &mut rng;
-        assert_eq!(decide(1, 5, &Ok("m-1".into()), now, rng), Decision::Sent);
-        assert_eq!(decide(5, 5, &Ok("m-1".into()), now, rng), Decision::Sent);
+        let within = |at: DateTime<Utc>, lo: chrono::Duration, hi: chrono::Duration| {
+            at >= now + lo && at <= now + hi
+        };
+        assert_eq!(decide(1, 1, 5, &Ok("m-1".into()), now, rng), Decision::Sent);
+        assert_eq!(decide(5, 9, 5, &Ok("m-1".into()), now, rng), Decision::Sent);
+        for code in ["InvalidParameter", "MessageRejected", "InvalidPayload"] {
+            assert_eq!(
+                decide(1, 1, 5, &err(code), now, rng),
+                Decision::Dead,
+                "{code}"
+            );
+        }
+        // an unknown code or a panic spends the budget
         assert_eq!(
-            decide(1, 5, &err("InvalidParameter"), now, rng),
+            decide(5, 5, 5, &err("SomethingNew"), now, rng),
             Decision::Dead
         );
         assert_eq!(
-            decide(1, 5, &err("MessageRejected"), now, rng),
+            decide(1, 1, 1, &err("WorkerPanic"), now, rng),
             Decision::Dead
         );
-        assert_eq!(decide(5, 5, &err("Throttling"), now, rng), Decision::Dead);
-        assert_eq!(decide(1, 1, &err("Timeout"), now, rng), Decision::Dead);
-        assert_eq!(decide(6, 5, &err("SomethingNew"), now, rng), Decision::Dead);
+        let Decision::Retry { at } = decide(3, 3, 5, &err("SomethingNew"), now, rng) else {
+            panic!("an unknown code is transient, retried while attempts remain");
+        };
+        assert!(within(
+            at,
+            chrono::Duration::minutes(2),
+            chrono::Duration::minutes(4)
+        ));
 
-        let Decision::Retry { at } = decide(1, 5, &err("Throttling"), now, rng) else {
-            panic!("a transient error with attempts left is retried");
-        };
-        assert!(
-            at >= now + chrono::Duration::seconds(30) && at <= now + chrono::Duration::seconds(60)
-        );
-        let Decision::Retry { at } = decide(3, 5, &err("SomethingNew"), now, rng) else {
-            panic!("an unknown code is transient");
-        };
-        assert!(
-            at >= now + chrono::Duration::minutes(2) && at <= now + chrono::Duration::minutes(4)
-        );
+        // an outage never spends the budget, even on the last attempt; backoff by tries
+        for code in ["Throttling", "Timeout", "Http5xx", "DispatchFailure"] {
+            let Decision::Hold { at } = decide(5, 1, 5, &err(code), now, rng) else {
+                panic!("{code}: an outage holds the job");
+            };
+            assert!(within(
+                at,
+                chrono::Duration::seconds(30),
+                chrono::Duration::seconds(60)
+            ));
+            let Decision::Hold { at } = decide(5, 40, 5, &err(code), now, rng) else {
+                panic!("{code}: however long it lasts");
+            };
+            assert!(within(
+                at,
+                chrono::Duration::minutes(15),
+                chrono::Duration::minutes(30)
+            ));
+        }
 
         for attempt in [1, 5, 9] {
             assert_eq!(
-                decide(attempt, 5, &err("AccountSuspendedException"), now, rng),
-                Decision::Retry {
+                decide(
+                    attempt,
+                    attempt,
+                    5,
+                    &err("AccountSuspendedException"),
+                    now,
+                    rng
+                ),
+                Decision::Hold {
                     at: now + chrono::Duration::minutes(30)
                 },
-                "account trouble waits the longest backoff and is never buried"
+                "account trouble waits the longest backoff, attempt given back"
             );
         }
     }

@@ -10,6 +10,7 @@ mod decide;
 mod metrics;
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use chrono::Utc;
@@ -93,13 +94,17 @@ impl WorkerConfig {
     }
 }
 
-/// What one invocation did. `claimed = sent + retried + dead + fenced`.
+/// What one invocation did. `claimed = sent + retried + held + dead + fenced + released`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct WorkerSummary {
     pub claimed: u64,
     pub sent: u64,
     pub retried: u64,
+    /// Attempts given back: account or configuration trouble, or an outage; retried later.
+    pub held: u64,
     pub dead: u64,
+    /// Claimed jobs given back untried when the invocation stopped early.
+    pub released: u64,
     /// Attempts whose job had been swept and claimed again: recorded, state left alone.
     pub fenced: u64,
     /// Non-empty batches.
@@ -187,7 +192,19 @@ pub async fn run(
             std::mem::take(&mut next)
         };
         let batch_started = Instant::now();
-        let (counts, claimed_next) = run_batch(store, deliverer, cfg, batch, deadline).await?;
+        let (counts, claimed_next) = match run_batch(store, deliverer, cfg, batch, deadline).await {
+            Ok(done) => done,
+            Err(BatchStopped { counts, err }) => {
+                tracing::error!(
+                    claimed = counts.claimed,
+                    sent = counts.sent,
+                    released = counts.released,
+                    error = %crate::error::report(&err),
+                    "batch stopped on a store error; jobs in flight are left to the sweeper"
+                );
+                return Err(err);
+            }
+        };
         next = claimed_next;
         tracing::info!(
             claimed = counts.claimed,
@@ -201,6 +218,8 @@ pub async fn run(
         summary.claimed += counts.claimed;
         summary.sent += counts.sent;
         summary.retried += counts.retried;
+        summary.held += counts.held;
+        summary.released += counts.released;
         summary.dead += counts.dead;
         summary.fenced += counts.fenced;
         summary.batches += 1;
@@ -244,7 +263,9 @@ async fn attempt(
     deliverer: &dyn Deliverer,
     job: &ClaimedJob,
     timeout: Duration,
+    handed: &AtomicBool,
 ) -> (usize, Attempt) {
+    handed.store(true, Ordering::SeqCst);
     let started_at = Utc::now();
     let call = AssertUnwindSafe(deliverer.deliver(job)).catch_unwind();
     let result = match tokio::time::timeout(timeout, call).await {
@@ -275,6 +296,8 @@ struct BatchCounts {
     claimed: u64,
     sent: u64,
     retried: u64,
+    held: u64,
+    released: u64,
     dead: u64,
     fenced: u64,
 }
@@ -291,13 +314,16 @@ async fn run_batch(
     cfg: &WorkerConfig,
     batch: Vec<ClaimedJob>,
     deadline: Instant,
-) -> Result<(BatchCounts, Vec<ClaimedJob>), StoreError> {
+) -> Result<(BatchCounts, Vec<ClaimedJob>), BatchStopped> {
+    // which deliveries were handed to the provider: a job never handed over is given back
+    // (attempt refunded) when the batch stops early
+    let handed: Vec<AtomicBool> = batch.iter().map(|_| AtomicBool::new(false)).collect();
     // collected first: a lazy iterator's closure in the stream would trip the compiler's
     // Send inference ("FnOnce is not general enough") for callers that spawn the loop
     let calls: Vec<_> = batch
         .iter()
         .enumerate()
-        .map(|(i, job)| attempt(i, deliverer, job, cfg.provider_timeout))
+        .map(|(i, job)| attempt(i, deliverer, job, cfg.provider_timeout, &handed[i]))
         .collect();
     // ready_chunks hands over everything finished so far: with fast providers one chunk
     // (one statement) for the whole batch, with slow ones a statement per few results
@@ -313,20 +339,79 @@ async fn run_batch(
     while let Some(finished) = results.next().await {
         recorded += finished.len();
         let completions = completions(&batch, finished);
-        let report = if recorded == batch.len() {
-            let next_size = batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or(0);
-            let (report, claimed) = store
-                .complete_and_claim(&completions, next_size, None)
-                .await?;
-            next = claimed;
-            report
+        let last = recorded == batch.len();
+        let next_size = if last {
+            batch_size_for(cfg, deadline.saturating_duration_since(Instant::now())).unwrap_or(0)
         } else {
-            store.complete(&completions, None).await?
+            0
         };
+        let (report, claimed) = match record(store, &completions, next_size).await {
+            Ok(done) => done,
+            Err(err) => {
+                // stop here: what is in flight is left to the sweeper (the provider may have
+                // been called); what was never handed over goes back, its attempt refunded
+                drop(results);
+                counts.released = release_untried(store, &batch, &handed).await;
+                return Err(BatchStopped { counts, err });
+            }
+        };
+        next = claimed;
         counts.add(&completions, &report);
     }
     Ok((counts, next))
+}
+
+/// Records results (and claims the next batch when `next_size` > 0). A failure is tried once
+/// more, on a fresh connection if the old one closed, before the batch gives up.
+async fn record(
+    store: &dyn JobStore,
+    completions: &[Completion],
+    next_size: u32,
+) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
+    match store.complete_and_claim(completions, next_size, None).await {
+        Ok(done) => Ok(done),
+        Err(first) => {
+            tracing::warn!(
+                error = %crate::error::report(&first),
+                "recording results failed; trying once more"
+            );
+            // completions are fenced by claim token, so recording twice changes nothing
+            store.complete_and_claim(completions, next_size, None).await
+        }
+    }
+}
+
+/// Gives back the batch's jobs that were never handed to a provider; how many went back.
+async fn release_untried(store: &dyn JobStore, batch: &[ClaimedJob], handed: &[AtomicBool]) -> u64 {
+    let untried: Vec<(uuid::Uuid, uuid::Uuid)> = batch
+        .iter()
+        .zip(handed)
+        .filter(|(_, handed)| !handed.load(Ordering::SeqCst))
+        .map(|(job, _)| (job.id, job.claim_token))
+        .collect();
+    match store.release(&untried, None).await {
+        Ok(released) => {
+            tracing::warn!(
+                released = released.len(),
+                "batch stopped early; untried jobs given back"
+            );
+            released.len() as u64
+        }
+        Err(err) => {
+            tracing::error!(
+                error = %crate::error::report(&err),
+                untried = untried.len(),
+                "cannot give back untried jobs; the sweeper will"
+            );
+            0
+        }
+    }
+}
+
+/// A batch that stopped on a store error: what it had done, and why it stopped.
+struct BatchStopped {
+    counts: BatchCounts,
+    err: StoreError,
 }
 
 impl BatchCounts {
@@ -338,6 +423,7 @@ impl BatchCounts {
             match c.decision {
                 Decision::Sent => self.sent += 1,
                 Decision::Retry { .. } => self.retried += 1,
+                Decision::Hold { .. } => self.held += 1,
                 Decision::Dead => self.dead += 1,
             }
         }
@@ -358,6 +444,7 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
             let job = batch.get(i)?;
             let decision = decide(
                 job.attempt,
+                job.tries,
                 job.max_attempts,
                 &attempt.result,
                 now,
@@ -373,7 +460,7 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
             Some(Completion {
                 job_id: job.id,
                 claim_token: job.claim_token,
-                attempt: job.attempt,
+                attempt: job.tries,
                 channel: job.channel,
                 decision,
                 provider_message_id,
