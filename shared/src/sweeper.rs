@@ -142,6 +142,14 @@ pub async fn run_once(
         pruned,
         elapsed_ms: started.elapsed().as_millis() as u64,
     };
+    // one Embedded Metric Format line per invocation: the DeadJobs and ExpiredJobs alarms
+    println!(
+        "{}",
+        crate::worker::job_metrics(
+            &[("DeadJobs", summary.dead), ("ExpiredJobs", summary.expired)],
+            chrono::Utc::now().timestamp_millis()
+        )
+    );
     if summary.expired > 0 {
         tracing::warn!(
             expired = summary.expired,

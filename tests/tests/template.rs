@@ -554,3 +554,25 @@ fn the_rds_proxy_is_optional_and_its_pinning_alarm_watches_it() {
         Some("GreaterThanThreshold")
     );
 }
+
+/// Every job metric the worker and the sweeper emit has an alarm on it: nothing dies,
+/// expires or is held silently.
+#[test]
+fn every_job_metric_has_an_alarm() {
+    let t = template();
+    let resources = get(&t, &["Resources"]).as_mapping().unwrap();
+    for metric in shared::worker::JOB_METRICS {
+        let alarmed = resources.values().any(|r| {
+            r.get("Type").and_then(Value::as_str) == Some("AWS::CloudWatch::Alarm")
+                && r.get("Properties")
+                    .and_then(|p| p.get("MetricName"))
+                    .and_then(Value::as_str)
+                    == Some(metric)
+                && r.get("Properties")
+                    .and_then(|p| p.get("Namespace"))
+                    .and_then(Value::as_str)
+                    == Some(shared::worker::METRIC_NAMESPACE)
+        });
+        assert!(alarmed, "no alarm on {metric}");
+    }
+}

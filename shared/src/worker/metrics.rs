@@ -1,26 +1,40 @@
-//! The worker's CloudWatch metric, as an Embedded Metric Format line (CloudWatch Logs turns
-//! it into a metric; no API call, no extra permission).
+//! The worker's and the sweeper's CloudWatch metrics, as one Embedded Metric Format line per
+//! invocation (CloudWatch Logs turns it into metrics; no API call, no extra permission).
+//!
+//! - `DeadJobs`: jobs that went dead (the worker: a permanent error or the budget spent; the
+//!   sweeper: a lost worker's job with no attempt left).
+//! - `HeldJobs` (worker): attempts held back by account or configuration trouble or an
+//!   outage; retried later with the attempt given back. Persistently above 0: a person must act.
+//! - `ExpiredJobs` (sweeper): jobs that expired before they could be delivered.
 
-/// The metric namespace (the alarm in `template.yaml` reads it).
+/// The metric namespace (the alarms in `template.yaml` read it).
 pub const METRIC_NAMESPACE: &str = "NotificationService";
 /// The value of the `Service` dimension.
 pub const SERVICE: &str = "notification-service";
 
-/// One EMF line: metric `DeadJobs` (Count) = `dead`, dimension set `[["Service"]]`.
-pub fn dead_jobs_metric(dead: u64, timestamp_ms: i64) -> String {
-    serde_json::json!({
+/// Every metric the functions emit (each has an alarm in `template.yaml`).
+pub const JOB_METRICS: [&str; 3] = ["DeadJobs", "HeldJobs", "ExpiredJobs"];
+
+/// One EMF line with each `(name, count)` as a `Count` metric, dimension set `[["Service"]]`.
+pub fn job_metrics(counts: &[(&str, u64)], timestamp_ms: i64) -> String {
+    let mut line = serde_json::json!({
         "_aws": {
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": METRIC_NAMESPACE,
                 "Dimensions": [["Service"]],
-                "Metrics": [{"Name": "DeadJobs", "Unit": "Count"}],
+                "Metrics": counts
+                    .iter()
+                    .map(|(name, _)| serde_json::json!({"Name": name, "Unit": "Count"}))
+                    .collect::<Vec<_>>(),
             }],
         },
         "Service": SERVICE,
-        "DeadJobs": dead,
-    })
-    .to_string()
+    });
+    for (name, count) in counts {
+        line[*name] = (*count).into();
+    }
+    line.to_string()
 }
 
 #[cfg(test)]
@@ -29,16 +43,18 @@ mod tests {
 
     #[test]
     fn the_line_is_embedded_metric_format() {
-        let line = dead_jobs_metric(3, 1_700_000_000_000);
+        let line = job_metrics(&[("DeadJobs", 3), ("HeldJobs", 2)], 1_700_000_000_000);
         assert!(!line.contains('\n'));
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["DeadJobs"], 3);
+        assert_eq!(v["HeldJobs"], 2);
         assert_eq!(v["Service"], "notification-service");
         assert_eq!(v["_aws"]["Timestamp"], 1_700_000_000_000_i64);
         let m = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(m["Namespace"], "NotificationService");
         assert_eq!(m["Dimensions"], serde_json::json!([["Service"]]));
         assert_eq!(m["Metrics"][0]["Name"], "DeadJobs");
-        assert_eq!(m["Metrics"][0]["Unit"], "Count");
+        assert_eq!(m["Metrics"][1]["Name"], "HeldJobs");
+        assert_eq!(m["Metrics"][1]["Unit"], "Count");
     }
 }

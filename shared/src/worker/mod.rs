@@ -24,7 +24,7 @@ use crate::delivery::{
 use crate::store::{ClaimedJob, CompleteReport, Completion, Decision, JobStore, StoreError};
 
 pub use decide::{backoff, backoff_step, decide, BASE_BACKOFF, MAX_BACKOFF};
-pub use metrics::{dead_jobs_metric, METRIC_NAMESPACE, SERVICE};
+pub use metrics::{job_metrics, JOB_METRICS, METRIC_NAMESPACE, SERVICE};
 
 /// Time kept free before the deadline besides the provider calls: claiming, completing and
 /// answering Lambda.
@@ -228,7 +228,10 @@ pub async fn run(
     // one Embedded Metric Format line per invocation, on stdout where CloudWatch reads it
     println!(
         "{}",
-        dead_jobs_metric(summary.dead, Utc::now().timestamp_millis())
+        job_metrics(
+            &[("DeadJobs", summary.dead), ("HeldJobs", summary.held)],
+            Utc::now().timestamp_millis()
+        )
     );
     Ok(summary)
 }
