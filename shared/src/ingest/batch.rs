@@ -51,6 +51,17 @@ pub fn new_job(
     now: DateTime<Utc>,
     max_age: std::time::Duration,
 ) -> Result<NewJob, Vec<FieldError>> {
+    // one notification in a batch is held to what a single request may be
+    let size = serde_json::to_vec(item).map_or(usize::MAX, |bytes| bytes.len());
+    if size > super::MAX_BODY_BYTES {
+        return Err(vec![FieldError::new(
+            "item",
+            &format!(
+                "must be at most {} bytes, as a single request",
+                super::MAX_BODY_BYTES
+            ),
+        )]);
+    }
     let mut request = item.clone();
     let key = request
         .as_object_mut()
@@ -151,4 +162,24 @@ pub fn answer(results: &[ItemResult]) -> Value {
         "conflict": count("conflict"),
         "results": results,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_notification_in_a_batch_is_held_to_the_single_request_limit() {
+        let org = Uuid::nil();
+        let now = Utc::now();
+        let big = "x".repeat(super::super::MAX_BODY_BYTES);
+        let item = serde_json::json!({"channel": "email", "to": "a@example.com",
+                                      "subject": "s", "html": big});
+        let errors = new_job(&item, org, now, std::time::Duration::from_secs(3600)).unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].field, "item");
+        assert!(errors[0].message.contains("65536"), "{}", errors[0].message);
+        let small = serde_json::json!({"channel": "sms", "to": "+15555550100", "message": "hi"});
+        assert!(new_job(&small, org, now, std::time::Duration::from_secs(3600)).is_ok());
+    }
 }

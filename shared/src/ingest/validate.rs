@@ -329,14 +329,29 @@ impl Fields<'_> {
             return None;
         }
         match raw.parse::<EmailAddress>() {
-            // a display name ("Ann <a@x>") is not accepted: the address alone
-            Ok(addr) if addr.display_part().is_empty() && addr.as_str() == raw => Some(raw),
+            // a display name ("Ann <a@x>") is not accepted: the address alone; and only a
+            // domain SES delivers to: no literal ("a@[192.0.2.1]"), no dotless host ("a@host")
+            Ok(addr)
+                if addr.display_part().is_empty()
+                    && addr.as_str() == raw
+                    && is_deliverable_domain(addr.domain()) =>
+            {
+                Some(raw)
+            }
             _ => {
                 self.error(name, "must be a valid email address");
                 None
             }
         }
     }
+}
+
+/// A domain SES sends to: a dotted host name, not an address literal.
+fn is_deliverable_domain(domain: &str) -> bool {
+    !domain.starts_with('[')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
 }
 
 /// Invisible formatting characters: zero-width, bidirectional marks, embeddings,
@@ -556,5 +571,29 @@ mod tests {
                 errors[0].message
             );
         }
+    }
+
+    #[test]
+    fn addresses_ses_will_not_deliver_to_are_refused() {
+        for to in [
+            "a@[192.0.2.1]",
+            "a@[IPv6:2001:db8::1]",
+            "a@localhost",
+            "a@example.",
+            "a@.example.com",
+        ] {
+            let errors = validate(
+                &json!({"channel": "email", "to": to, "subject": "s", "text": "t"}),
+                now(),
+            )
+            .unwrap_err();
+            assert_eq!(errors.len(), 1, "{to}");
+            assert_eq!(errors[0].field, "to", "{to}");
+        }
+        assert!(validate(
+            &json!({"channel": "email", "to": "a@mail.example.com", "subject": "s", "text": "t"}),
+            now(),
+        )
+        .is_ok());
     }
 }
