@@ -2,10 +2,14 @@
 //! `SendEmail`. Clients are built once, at cold start, by [`aws_deliverer`].
 
 use async_trait::async_trait;
+use aws_sdk_sesv2::operation::send_email::SendEmailError;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message};
 use aws_sdk_sns::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_sns::operation::publish::PublishError;
 use aws_sdk_sns::types::MessageAttributeValue;
 
+use super::classify::{classify, ErrorClass};
+use super::sdk_errors::{publish_class, send_email_class};
 use super::{
     Deliverer, DeliveryConfig, DeliveryError, EmailPayload, Router, SmsPayload, INVALID_PAYLOAD,
     TIMEOUT,
@@ -57,7 +61,13 @@ fn string_attribute(value: &str) -> Result<MessageAttributeValue, DeliveryError>
 #[async_trait]
 impl Deliverer for SnsSms {
     async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
-        let sms = SmsPayload::parse(&job.payload)?;
+        self.send(SmsPayload::parse(&job.payload)?).await
+    }
+}
+
+impl SnsSms {
+    /// Publishes `sms`; returns SNS's message id.
+    pub async fn send(&self, sms: SmsPayload) -> Result<String, DeliveryError> {
         let mut request = self
             .client
             .publish()
@@ -67,7 +77,7 @@ impl Deliverer for SnsSms {
         if let Some(sender) = &self.sender_id {
             request = request.message_attributes(SENDER_ID_ATTRIBUTE, string_attribute(sender)?);
         }
-        let output = request.send().await.map_err(sdk_error)?;
+        let output = request.send().await.map_err(publish_error)?;
         message_id(output.message_id())
     }
 }
@@ -100,7 +110,13 @@ fn content(data: String) -> Result<Content, DeliveryError> {
 #[async_trait]
 impl Deliverer for SesEmail {
     async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
-        let email = EmailPayload::parse(&job.payload)?;
+        self.send(EmailPayload::parse(&job.payload)?).await
+    }
+}
+
+impl SesEmail {
+    /// Sends `email` from `EMAIL_FROM`; returns SES's message id.
+    pub async fn send(&self, email: EmailPayload) -> Result<String, DeliveryError> {
         let mut body = Body::builder();
         if let Some(text) = email.text {
             body = body.text(content(text)?);
@@ -122,7 +138,10 @@ impl Deliverer for SesEmail {
         if let Some(reply_to) = email.reply_to {
             request = request.reply_to_addresses(reply_to);
         }
-        let output = request.send().await.map_err(sdk_error)?;
+        let output = request
+            .send()
+            .await
+            .map_err(|err| send_email_error(err, &self.from))?;
         message_id(output.message_id())
     }
 }
@@ -153,12 +172,36 @@ pub fn sdk_error_code<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) 
     }
 }
 
-/// An SDK error as a [`DeliveryError`], keeping it as the source.
-pub fn sdk_error<E>(err: SdkError<E, HttpResponse>) -> DeliveryError
+/// A failed `Publish` as a [`DeliveryError`]: classed from the SDK's typed error
+/// ([`publish_class`]), else by its code.
+pub fn publish_error(err: SdkError<PublishError, HttpResponse>) -> DeliveryError {
+    sdk_error(err, publish_class)
+}
+
+/// A failed `SendEmail` as a [`DeliveryError`]: classed from the SDK's typed error
+/// ([`send_email_class`], which reads whose identity a `MessageRejected` names against
+/// `sender`, the configured `EMAIL_FROM`), else by its code.
+pub fn send_email_error(
+    err: SdkError<SendEmailError, HttpResponse>,
+    sender: &str,
+) -> DeliveryError {
+    sdk_error(err, |typed| send_email_class(typed, sender))
+}
+
+/// An SDK error as a [`DeliveryError`], keeping it as the source. A service error is classed
+/// by `typed` when the model names it, every other by its code ([`classify`]).
+fn sdk_error<E>(
+    err: SdkError<E, HttpResponse>,
+    typed: impl FnOnce(&E) -> Option<ErrorClass>,
+) -> DeliveryError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let code = sdk_error_code(&err);
+    let class = err
+        .as_service_error()
+        .and_then(typed)
+        .unwrap_or_else(|| classify(&code));
     let message = match err.message() {
         Some(message) if !message.is_empty() => message.to_owned(),
         _ => match &err {
@@ -171,14 +214,13 @@ where
         }
         .to_owned(),
     };
-    DeliveryError::with_source(code, message, err)
+    DeliveryError::with_source(code, message, err).with_class(class)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use aws_sdk_sns::error::{ConnectorError, ErrorMetadata};
-    use aws_sdk_sns::operation::publish::PublishError;
 
     fn response(status: u16) -> HttpResponse {
         HttpResponse::new(
@@ -197,7 +239,7 @@ mod tests {
 
     #[test]
     fn service_errors_carry_their_code() {
-        let err = sdk_error(service_error(Some("InvalidParameter"), 400));
+        let err = publish_error(service_error(Some("InvalidParameter"), 400));
         assert_eq!(err.code, "InvalidParameter");
         assert_eq!(err.message, "details");
         assert!(
@@ -228,7 +270,87 @@ mod tests {
         let garbled: SdkError<PublishError, HttpResponse> =
             SdkError::response_error(std::io::Error::other("bad xml"), response(200));
         assert_eq!(sdk_error_code(&garbled), "ResponseError");
-        let err = sdk_error(garbled);
+        let err = publish_error(garbled);
         assert!(err.detail().contains("bad xml"), "{}", err.detail());
+        assert_eq!(err.class(), ErrorClass::Transient);
+        let unbuilt: SdkError<PublishError, HttpResponse> =
+            SdkError::construction_failure(std::io::Error::other("cannot serialize"));
+        let err = publish_error(unbuilt);
+        assert_eq!(
+            (err.code.as_str(), err.class()),
+            ("ConstructionFailure", ErrorClass::Account)
+        );
+    }
+
+    fn meta(code: &str, message: &str) -> ErrorMetadata {
+        ErrorMetadata::builder().code(code).message(message).build()
+    }
+
+    #[test]
+    fn a_modeled_error_is_classed_by_its_variant_an_unhandled_one_by_its_code() {
+        use aws_sdk_sns::types::error::{InvalidParameterValueException, KmsDisabledException};
+        let value = "Invalid parameter: Message Reason: Message too long";
+        let typed = PublishError::InvalidParameterValueException(
+            InvalidParameterValueException::builder()
+                .message(value)
+                .meta(meta("ParameterValueInvalid", value))
+                .build(),
+        );
+        let err = publish_error(SdkError::service_error(typed, response(400)));
+        assert_eq!(err.code, "ParameterValueInvalid");
+        assert_eq!(err.class(), ErrorClass::Permanent);
+
+        // the variant decides, whatever code its metadata carries
+        let typed = PublishError::KmsDisabledException(KmsDisabledException::builder().build());
+        let err = publish_error(SdkError::service_error(typed, response(400)));
+        assert_eq!(
+            (err.code.as_str(), err.class()),
+            ("Http400", ErrorClass::Account)
+        );
+
+        let denied = SendEmailError::generic(meta(
+            "AccessDeniedException",
+            "User: arn:aws:sts::123456789012:assumed-role/worker/fn is not authorized to \
+             perform: ses:SendEmail",
+        ));
+        let err = send_email_error(
+            SdkError::service_error(denied, response(403)),
+            "noreply@example.com",
+        );
+        assert_eq!(
+            (err.code.as_str(), err.class()),
+            ("AccessDeniedException", ErrorClass::Account)
+        );
+    }
+
+    #[test]
+    fn ses_rejections_are_read_against_the_configured_sender() {
+        use aws_sdk_sesv2::types::error::MessageRejected;
+        let rejected = |identity: &str| {
+            let message = format!(
+                "Email address is not verified. The following identities failed the check \
+                 in region US-EAST-1: {identity}"
+            );
+            let typed = SendEmailError::MessageRejected(
+                MessageRejected::builder()
+                    .message(&message)
+                    .meta(meta("MessageRejected", &message))
+                    .build(),
+            );
+            send_email_error(
+                SdkError::service_error(typed, response(400)),
+                "Example <noreply@example.com>",
+            )
+        };
+        let sender = rejected("noreply@example.com");
+        assert_eq!(
+            (sender.code.as_str(), sender.class()),
+            ("MessageRejected", ErrorClass::Account)
+        );
+        let recipient = rejected("alice@example.org");
+        assert_eq!(
+            (recipient.code.as_str(), recipient.class()),
+            ("MessageRejected", ErrorClass::Permanent)
+        );
     }
 }

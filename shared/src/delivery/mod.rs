@@ -1,14 +1,17 @@
 //! The delivery port ([`Deliverer`]), its SNS and SES v2 adapters, and the rules about
 //! provider errors.
 //!
-//! - [`classify`]: the one table sorting provider error codes into permanent, transient and
-//!   account trouble.
+//! - [`classify`]: the one table sorting error codes into permanent, transient and account
+//!   trouble.
+//! - [`sdk_errors`]: the SDKs' typed errors (`PublishError`, `SendEmailError`) classed variant
+//!   by variant, in agreement with that table.
 //! - [`aws`]: [`SnsSms`] and [`SesEmail`], built once at cold start from aws-config's defaults
 //!   (so `AWS_ENDPOINT_URL` points them at a local stand-in).
 //! - [`Router`]: the deliverer the worker uses, sending each job to its channel's adapter.
 
 pub mod aws;
 pub mod classify;
+pub mod sdk_errors;
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -16,7 +19,7 @@ use serde::Deserialize;
 use crate::domain::Channel;
 use crate::store::ClaimedJob;
 
-pub use aws::{aws_deliverer, SesEmail, SnsSms};
+pub use aws::{aws_deliverer, publish_error, send_email_error, SesEmail, SnsSms};
 pub use classify::{classify, ErrorClass};
 
 /// The code of a payload the worker cannot read (a permanent error: no retry can fix it).
@@ -30,35 +33,50 @@ pub const WORKER_PANIC: &str = "WorkerPanic";
 const MAX_MESSAGE_CHARS: usize = 1000;
 
 /// Why one delivery attempt failed: a provider error code (or one of the worker's own, such
-/// as [`TIMEOUT`]) that [`classify`] sorts, a message for the delivery row, and the cause.
+/// as [`TIMEOUT`]), its class, a message for the delivery row, and the cause.
+///
+/// The class is decided where the error is made: [`DeliveryError::new`] and
+/// [`DeliveryError::with_source`] class the code with [`classify`]; the AWS adapters class the
+/// SDK's typed error ([`publish_error`], [`send_email_error`]), which can say more than the
+/// code (SES's `MessageRejected` for an unverified sender is account trouble, for an
+/// unverified recipient permanent) and set it with [`DeliveryError::with_class`].
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct DeliveryError {
     pub code: String,
     pub message: String,
+    class: ErrorClass,
     #[source]
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
 impl DeliveryError {
+    /// An error classed by its code.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        let code = code.into();
         Self {
-            code: code.into(),
+            class: classify(&code),
+            code,
             message: message.into(),
             source: None,
         }
     }
 
+    /// An error classed by its code, with its cause.
     pub fn with_source(
         code: impl Into<String>,
         message: impl Into<String>,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
         Self {
-            code: code.into(),
-            message: message.into(),
             source: Some(source.into()),
+            ..Self::new(code, message)
         }
+    }
+
+    /// The same error in another class: for what knows more than the code.
+    pub fn with_class(self, class: ErrorClass) -> Self {
+        Self { class, ..self }
     }
 
     /// The provider call took longer than `timeout`.
@@ -72,9 +90,9 @@ impl DeliveryError {
         )
     }
 
-    /// The class of this error's code.
+    /// What this failure means for the job.
     pub fn class(&self) -> ErrorClass {
-        classify(&self.code)
+        self.class
     }
 
     /// The message and its whole cause chain on one line, bounded, for the delivery row.
@@ -229,12 +247,16 @@ impl DeliveryConfig {
 
 /// `a@example.com` or `Name <a@example.com>`.
 fn is_sender_address(value: &str) -> bool {
+    email_address::EmailAddress::is_valid(sender_address(value))
+}
+
+/// The address of `EMAIL_FROM`: `a@example.com` from `Name <a@example.com>`.
+pub(crate) fn sender_address(value: &str) -> &str {
     let value = value.trim();
-    let address = match (value.rfind('<'), value.strip_suffix('>')) {
+    match (value.rfind('<'), value.strip_suffix('>')) {
         (Some(open), Some(inner)) => &inner[open + 1..],
         _ => value,
-    };
-    email_address::EmailAddress::is_valid(address)
+    }
 }
 
 /// A recipient fit for a log line: `+1555***0100`, `a***@example.com`.
@@ -321,7 +343,34 @@ mod tests {
     }
 
     #[test]
+    fn the_class_comes_from_the_code_unless_set() {
+        assert_eq!(
+            DeliveryError::new("MessageRejected", "x").class(),
+            ErrorClass::Permanent
+        );
+        assert_eq!(
+            DeliveryError::new("SomethingNew", "x").class(),
+            ErrorClass::Transient
+        );
+        let err = DeliveryError::with_source("MessageRejected", "x", std::io::Error::other("y"))
+            .with_class(ErrorClass::Account);
+        assert_eq!(
+            (err.code.as_str(), err.class()),
+            ("MessageRejected", ErrorClass::Account)
+        );
+        assert_eq!(err.detail(), "x: y");
+    }
+
+    #[test]
     fn sender_addresses() {
+        assert_eq!(
+            sender_address("Example <noreply@example.com>"),
+            "noreply@example.com"
+        );
+        assert_eq!(
+            sender_address(" noreply@example.com "),
+            "noreply@example.com"
+        );
         assert!(is_sender_address("noreply@example.com"));
         assert!(is_sender_address("Example <noreply@example.com>"));
         assert!(!is_sender_address("noreply"));

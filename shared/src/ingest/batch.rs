@@ -56,7 +56,7 @@ pub fn new_job(
     if size > super::MAX_BODY_BYTES {
         return Err(vec![FieldError::new(
             "item",
-            &format!(
+            format!(
                 "must be at most {} bytes, as a single request",
                 super::MAX_BODY_BYTES
             ),

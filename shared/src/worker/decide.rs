@@ -38,6 +38,7 @@ pub const OUTAGE_CODES: &[&str] = &[
     "Throttled",
     "TooManyRequestsException",
     "LimitExceededException",
+    "Http429",
     "KMSThrottling",
     "InternalError",
     "InternalFailure",
@@ -208,6 +209,17 @@ mod tests {
                     at: now + chrono::Duration::minutes(30)
                 },
                 "account trouble waits the longest backoff, attempt given back"
+            );
+        }
+    }
+
+    #[test]
+    fn every_outage_code_is_a_known_transient_code() {
+        for code in OUTAGE_CODES {
+            assert_eq!(
+                crate::delivery::classify::known(code),
+                Some(ErrorClass::Transient),
+                "{code}"
             );
         }
     }
