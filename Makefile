@@ -101,12 +101,12 @@ watch: ## Serve the three functions with cargo lambda watch on local settings (s
 .PHONY: invoke/worker
 invoke/worker: ## Invoke the worker under make watch with an EventBridge scheduled event (tests/fixtures/events/scheduled.json)
 	@$(TOOLS); tools_install cargo-lambda && tools_path \
-	  && cargo lambda invoke worker --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file $(SCHEDULED_EVENT) && echo
+	  && cargo lambda invoke worker --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file $(SCHEDULED_EVENT)
 
 .PHONY: invoke/sweeper
 invoke/sweeper: ## Invoke the sweeper under make watch with the same scheduled event
 	@$(TOOLS); tools_install cargo-lambda && tools_path \
-	  && cargo lambda invoke sweeper --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file $(SCHEDULED_EVENT) && echo
+	  && cargo lambda invoke sweeper --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file $(SCHEDULED_EVENT)
 
 .PHONY: build
 build: ## Build the three functions for Lambda arm64 (cargo lambda build --release --arm64 → target/lambda/*/bootstrap)

@@ -4,6 +4,9 @@
 # `cargo lambda watch`, posts sample notifications through the ingest function's local URL,
 # invokes the worker and the sweeper, prints each notification's final status and delivery
 # trail and what the stand-in received, then stops everything it started.
+# Every answer is checked as it comes (each POST's and GET's status, the worker's and the
+# sweeper's summaries): the first that differs from what the demo expects stops it with a
+# message naming the step, and a non-zero exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -17,6 +20,37 @@ on_session_end() { if [ -n "$WATCH_PID" ]; then kill -- -"$WATCH_PID" 2>/dev/nul
 services_session notif-demo
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+# fail STEP WHAT: stops the demo (exit 1) naming the step; shows the end of watch's log
+fail() {
+  printf '\n\033[1;31mdemo failed at step "%s":\033[0m %s\n' "$1" "$2" >&2
+  if [ -s "$NOTIF_STATE/watch.log" ]; then
+    printf -- '--- the end of cargo lambda watch'"'"'s log:\n' >&2
+    tail -n 30 "$NOTIF_STATE/watch.log" >&2
+  fi
+  exit 1
+}
+
+# check_json STEP JSON KEY=VALUE...: fails STEP unless JSON is an object with each KEY at VALUE
+check_json() {
+  local step=$1 json=$2 problem
+  shift 2
+  problem=$(python3 -c '
+import json, sys
+text, pairs = sys.argv[1], sys.argv[2:]
+try:
+    got = json.loads(text)
+except ValueError:
+    sys.exit("not JSON: %r" % text)
+if not isinstance(got, dict):
+    sys.exit("not a JSON object: %r" % text)
+bad = ["%s: expected %s, got %s" % (k, v, json.dumps(got.get(k)))
+       for k, v in (p.split("=", 1) for p in pairs)
+       if (got.get(k) if isinstance(got.get(k), str) else json.dumps(got.get(k))) != v]
+if bad:
+    sys.exit("; ".join(bad) + " in " + text)
+' "$json" "$@" 2>&1) || fail "$step" "$problem"
+}
 
 say "tools"
 tools_install cargo-lambda
@@ -37,12 +71,13 @@ say "migrate"
 cargo run -q -p shared --bin migrate
 
 say "build the functions (cargo lambda watch would compile them on first call)"
-cargo build -q -p ingest -p worker -p sweeper
+# as `cargo lambda watch` builds them (`cargo run --bin …` in the workspace: the same features)
+cargo build -q --bin ingest --bin worker --bin sweeper
 
 PORT=$(free_port)
 say "cargo lambda watch on port $PORT"
 # a short sweep window (with a matching worker timeout) so the demo can show a sweep
-setsid cargo lambda watch --invoke-port "$PORT" --ignore-changes \
+setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$PORT" --ignore-changes \
   --env-var "DATABASE_URL=$DATABASE_URL" \
   --env-var "AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=$AWS_REGION" \
   --env-var "AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID,AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY" \
@@ -53,48 +88,85 @@ WATCH_PID=$!
 URL="http://127.0.0.1:$PORT/lambda-url/ingest/notifications"
 ORG=0b9d8c1e-0000-4000-8000-0000000000d0
 
-post() { # post NAME BODY [IDEMPOTENCY-KEY]
-  local name=$1 body=$2 key=${3:-} args=()
-  [ -n "$key" ] && args=(-H "Idempotency-Key: $key")
-  local out
-  out=$(curl -sS -m 120 -w '\n%{http_code}' -X POST "$URL" -H 'Content-Type: application/json' \
-        -H "X-Organization-Id: $ORG" "${args[@]}" -d "$body")
-  printf '  %-28s %s  %s\n' "$name" "$(tail -n1 <<<"$out")" "$(head -n1 <<<"$out")"
+# request STEP WANT METHOD URL [CURL-ARGS...]: prints the answer; fails STEP unless its status
+# is WANT. Sets STATUS and BODY. The first call compiles ingest if it is not fresh: 10 minutes.
+request() {
+  local step=$1 want=$2 method=$3 url=$4 out
+  shift 4
+  out=$(curl -sS -m 600 -w '\n%{http_code}' -X "$method" "$url" -H "X-Organization-Id: $ORG" "$@") \
+    || fail "$step" "no answer from $method $url"
+  STATUS=${out##*$'\n'}
+  BODY=${out%$'\n'*}
+  printf '  %-28s %s  %s\n' "$step" "$STATUS" "$BODY"
+  [ "$STATUS" = "$want" ] || fail "$step" "$method answered $STATUS, expected $want: $BODY"
 }
+
+post() { # post STEP WANT BODY [IDEMPOTENCY-KEY]
+  local step=$1 want=$2 body=$3 key=${4:-} args=()
+  [ -n "$key" ] && args=(-H "Idempotency-Key: $key")
+  request "$step" "$want" POST "$URL" -H 'Content-Type: application/json' "${args[@]}" -d "$body"
+}
+
+id_of() { python3 -c 'import json, sys; print(json.loads(sys.argv[1]).get("id", ""))' "$1"; }
 
 for _ in $(seq 1 300); do
   curl -s -o /dev/null -m 120 "$URL" -X OPTIONS 2>/dev/null && break
-  kill -0 "$WATCH_PID" 2>/dev/null || { cat "$NOTIF_STATE/watch.log"; exit 1; }
+  kill -0 "$WATCH_PID" 2>/dev/null || fail "cargo lambda watch" "it exited before serving"
   sleep 0.5
 done
 
 say "POST /notifications (X-Organization-Id: $ORG)"
-AHEAD=$(date -u -d '+4 seconds' +%Y-%m-%dT%H:%M:%SZ)
-post "sms" '{"channel":"sms","to":"+15555550101","message":"Your invoice INV-1 is paid"}'
-post "email (text + html)" '{"channel":"email","to":"ann@example.com","subject":"Receipt","text":"Thanks!","html":"<p>Thanks!</p>"}'
-post "email (text)" '{"channel":"email","to":"bob@example.com","subject":"Welcome","text":"Hello Bob"}'
-post "sms scheduled +4s" "{\"channel\":\"sms\",\"to\":\"+15555550102\",\"message\":\"Reminder\",\"send_at\":\"$AHEAD\"}"
-post "sms with key (first)" '{"channel":"sms","to":"+15555550103","message":"Code 1234"}' demo-key-1
-post "sms with key (repeat)" '{"channel":"sms","to":"+15555550103","message":"Code 1234"}' demo-key-1
-post "sms, same key, new body" '{"channel":"sms","to":"+15555550103","message":"Code 9999"}' demo-key-1
-post "sms to an invalid number" '{"channel":"sms","to":"+0555","message":"never sent"}'
+post "sms" 202 '{"channel":"sms","to":"+15555550101","message":"Your invoice INV-1 is paid"}'
+check_json "sms" "$BODY" status=pending
+SMS_ID=$(id_of "$BODY")
+post "email (text + html)" 202 '{"channel":"email","to":"ann@example.com","subject":"Receipt","text":"Thanks!","html":"<p>Thanks!</p>"}'
+EMAIL_ID=$(id_of "$BODY")
+post "email (text)" 202 '{"channel":"email","to":"bob@example.com","subject":"Welcome","text":"Hello Bob"}'
+# due 10 seconds from now: after the worker's first run, before its second (the demo waits)
+AHEAD_EPOCH=$(($(date +%s) + 10))
+AHEAD=$(date -u -d "@$AHEAD_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+post "sms scheduled +10s" 202 "{\"channel\":\"sms\",\"to\":\"+15555550102\",\"message\":\"Reminder\",\"send_at\":\"$AHEAD\"}"
+SCHEDULED_ID=$(id_of "$BODY")
+check_json "sms scheduled +10s" "$BODY" "next_attempt_at=$AHEAD"
+post "sms with key (first)" 202 '{"channel":"sms","to":"+15555550103","message":"Code 1234"}' demo-key-1
+KEYED_ID=$(id_of "$BODY")
+post "sms with key (repeat)" 200 '{"channel":"sms","to":"+15555550103","message":"Code 1234"}' demo-key-1
+check_json "sms with key (repeat)" "$BODY" "id=$KEYED_ID"
+post "sms, same key, new body" 409 '{"channel":"sms","to":"+15555550103","message":"Code 9999"}' demo-key-1
+post "sms to an invalid number" 400 '{"channel":"sms","to":"+0555","message":"never sent"}'
+request "GET the sms" 200 GET "$URL/$SMS_ID"
+check_json "GET the sms" "$BODY" status=pending attempts=0
+request "GET an unknown id" 404 GET "$URL/00000000-0000-4000-8000-000000000000"
 
 say "a job with a number the stand-in rejects (inserted directly: ingest refuses such numbers)"
 psql "$DATABASE_URL" -X -q -c "INSERT INTO notification_jobs (organization_id, channel, payload)
   VALUES ('$ORG', 'sms', '{\"to\": \"+0123456789\", \"message\": \"rejected by SNS\"}')"
 echo "  sms to +0123456789 inserted as pending"
 
+# invoke STEP FUNCTION KEY=VALUE...: prints the summary; fails STEP unless it has each KEY=VALUE
 invoke() {
-  printf '  %s: ' "$1"
-  cargo lambda invoke "$1" --invoke-port "$PORT" --data-file tests/fixtures/events/scheduled.json
-  echo
+  local step=$1 function=$2 out
+  shift 2
+  out=$(cargo lambda invoke "$function" --invoke-address 127.0.0.1 --invoke-port "$PORT" \
+        --data-file tests/fixtures/events/scheduled.json) || fail "$step" "cargo lambda invoke $function failed"
+  printf '  %s: %s\n' "$step" "$out"
+  check_json "$step" "$out" "$@"
 }
 say "invoke the worker (the scheduled send is not due yet)"
-invoke worker
-sleep 5
+# due: 2 SMS, 2 emails, the SMS to the rejected number (permanent error: dead at once)
+[ "$(date +%s)" -lt "$AHEAD_EPOCH" ] \
+  || fail "worker, first run" "the samples took so long that the scheduled send is already due"
+invoke "worker, first run" worker claimed=5 sent=4 retried=0 held=0 dead=1 released=0 fenced=0
+sleep $((AHEAD_EPOCH - $(date +%s) + 1))
 say "invoke the worker again (the scheduled send is due now) and the sweeper"
-invoke worker
-invoke sweeper
+invoke "worker, second run" worker claimed=1 sent=1 retried=0 held=0 dead=0 released=0 fenced=0
+invoke "sweeper" sweeper requeued=0 dead=0 expired=0 pruned=0
+request "GET the sms" 200 GET "$URL/$SMS_ID"
+check_json "GET the sms" "$BODY" status=sent attempts=1
+request "GET the email" 200 GET "$URL/$EMAIL_ID"
+check_json "GET the email" "$BODY" status=sent attempts=1
+request "GET the scheduled sms" 200 GET "$URL/$SCHEDULED_ID"
+check_json "GET the scheduled sms" "$BODY" status=sent attempts=1
 
 say "final status of each notification and its delivery trail"
 psql "$DATABASE_URL" -X -q -P pager=off -c "
@@ -118,4 +190,6 @@ for m in mail:
     to = ", ".join(m["destinations"].get("ToAddresses", []))
     print(f"    {to:<18} {m['id'][:36]}  {m['subject']!r}")
 PY
+unfinished=$(psql "$DATABASE_URL" -X -q -tA -c "SELECT count(*) FROM notification_jobs WHERE status NOT IN ('sent', 'dead')")
+[ "$unfinished" = 0 ] || fail "final status" "$unfinished job(s) not sent or dead"
 say "done: every sample above reached a final status"

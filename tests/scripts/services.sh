@@ -192,8 +192,11 @@ pgbouncer_up() {
   target=$(python3 -c 'import sys, urllib.parse as u; p = u.urlparse(sys.argv[1]); print(p.hostname or "127.0.0.1", p.port or 5432)' "$DATABASE_URL") \
     || { log "pgbouncer: DATABASE_URL must be a postgres:// URL"; return 1; }
   read -r host port <<<"$target"
-  dir="$NOTIF_STATE/pgbouncer"
-  mkdir -p "$dir"
+  # a folder of its own that the postgres user can reach (the state folder may be private)
+  mkdir -p "$NOTIF_STATE"
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/notif-pgbouncer.XXXXXX")
+  chmod 755 "$dir"
+  printf 'PGBOUNCER_DIR=%q\n' "$dir" >"$NOTIF_STATE/pgbouncer.env"
   pport=$(free_port)
   printf '"postgres" ""\n' >"$dir/users.txt"
   cat >"$dir/pgbouncer.ini" <<INI
@@ -226,10 +229,13 @@ INI
 }
 
 pgbouncer_down() {
-  local pidfile="$NOTIF_STATE/pgbouncer/pgbouncer.pid"
-  [ -f "$pidfile" ] || return 0
-  kill "$(cat "$pidfile")" 2>/dev/null || true
-  rm -f "$pidfile"
+  [ -f "$NOTIF_STATE/pgbouncer.env" ] || return 0
+  # shellcheck disable=SC1091
+  . "$NOTIF_STATE/pgbouncer.env"
+  if [ -f "$PGBOUNCER_DIR/pgbouncer.pid" ]; then
+    kill "$(cat "$PGBOUNCER_DIR/pgbouncer.pid")" 2>/dev/null || true
+  fi
+  rm -rf "$PGBOUNCER_DIR" "$NOTIF_STATE/pgbouncer.env"
   unset TEST_POOLER_URL
   log "pgbouncer: stopped"
 }

@@ -3,6 +3,7 @@
 #   - Rust toolchain (cargo), plus rustfmt, clippy and the aarch64 target (`make build`)
 #   - PostgreSQL server binaries (initdb, pg_ctl) for the throwaway local database
 #   - PgBouncer (transaction pooling) for the tests' second pass through a pooler
+#   - psql (`make demo` reads its results with it) and curl (`make demo`, the README's examples)
 #   - python3 with venv, for the project-local tool virtualenvs
 #   - cargo-lambda (brings zig), aws-sam-cli and cfn-lint from PyPI into .venv-tools
 #   - moto's server (the local AWS stand-in) from PyPI into .venv
@@ -23,14 +24,17 @@ pg_bindir >/dev/null || apt_packages+=(postgresql)
 { command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; } || apt_packages+=(pgbouncer)
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 command -v curl >/dev/null || apt_packages+=(curl)
+command -v psql >/dev/null || apt_packages+=(postgresql-client)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     printf '  install  %s (apt-get)\n' "${apt_packages[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
   else
-    missing+=("system packages ${apt_packages[*]}: sudo apt-get install ${apt_packages[*]}   (macOS: brew install postgresql@15)")
+    missing+=("system packages ${apt_packages[*]}: sudo apt-get install ${apt_packages[*]}   (macOS: brew install postgresql@15 curl)")
   fi
 fi
+if command -v curl >/dev/null; then ok "$(curl --version | head -n1 | cut -d' ' -f1-2)"; else missing+=("curl"); fi
+if command -v psql >/dev/null; then ok "$(psql --version)"; else missing+=("psql (Debian/Ubuntu: postgresql-client; macOS: brew install postgresql@15, then put its bin folder on PATH)"); fi
 
 if command -v cargo >/dev/null; then
   ok "$(cargo --version)"

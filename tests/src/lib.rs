@@ -13,6 +13,7 @@ pub mod apigw;
 pub mod factory;
 pub mod faults;
 pub mod proxy;
+pub mod readme;
 pub mod response_url;
 pub mod stand_in;
 pub mod watch;

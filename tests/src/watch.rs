@@ -35,10 +35,14 @@ pub fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The cargo-lambda executable: `.venv-tools/bin/cargo-lambda`, else one on `PATH`.
-/// Panics (the test fails) when there is none.
+/// The cargo-lambda executable: `bin/cargo-lambda` in `TOOLS_VENV` (as in
+/// `tests/scripts/tools.sh`; default `.venv-tools`), else one on `PATH`. Panics (the test
+/// fails) when there is none.
 pub fn cargo_lambda() -> PathBuf {
-    let local = root().join(".venv-tools/bin/cargo-lambda");
+    let venv = std::env::var_os("TOOLS_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv-tools"));
+    let local = venv.join("bin/cargo-lambda");
     if local.is_file() {
         return local;
     }
@@ -111,6 +115,7 @@ impl Watch {
     /// `cargo lambda watch` on 127.0.0.1 and a free port, with `env` (and nothing of this
     /// process's database or AWS settings) passed to the functions in an `--env-file`.
     pub async fn start(env: &[(&str, String)]) -> Self {
+        let cargo_lambda = cargo_lambda();
         prebuild();
         let port = free_port();
         let dir = scratch_dir("watch");
@@ -126,7 +131,7 @@ impl Watch {
             })
             .collect();
         std::fs::write(&env_file, text).unwrap();
-        let mut cmd = std::process::Command::new(cargo_lambda());
+        let mut cmd = std::process::Command::new(cargo_lambda);
         cmd.arg("lambda")
             .arg("watch")
             .args(["--invoke-address", "127.0.0.1"])
@@ -140,13 +145,11 @@ impl Watch {
         Self::spawn(cmd, port, dir, None).await
     }
 
-    /// `make watch` with `env` on top of this process's environment (e.g. `WATCH_PORT`,
-    /// `DATABASE_URL`, `NOTIF_STATE`); `on_stop` runs after it is stopped.
-    pub async fn make(
-        env: &[(&str, String)],
-        remove: &[&str],
-        on_stop: Option<std::process::Command>,
-    ) -> Self {
+    /// `make watch` with `env` on top of this process's environment less `remove` (`env`
+    /// names `WATCH_PORT`). Its state (`NOTIF_STATE`) is a folder of its own; when the watch
+    /// is stopped, `make stand-in/down db/down` stops what it started there.
+    pub async fn make(env: &[(&str, String)], remove: &[&str]) -> Self {
+        cargo_lambda();
         prebuild();
         let port: u16 = env
             .iter()
@@ -154,15 +157,25 @@ impl Watch {
             .map(|(_, v)| v.parse().expect("WATCH_PORT is a port"))
             .expect("make watch needs WATCH_PORT");
         let dir = scratch_dir("make-watch");
+        let state = dir.join("state");
         let mut cmd = std::process::Command::new("make");
         cmd.arg("--no-print-directory").arg("watch");
-        for var in remove {
+        for var in remove.iter().chain(OUTER_MAKE) {
             cmd.env_remove(var);
         }
         for (k, v) in env {
             cmd.env(k, v);
         }
-        Self::spawn(cmd, port, dir, on_stop).await
+        cmd.env("NOTIF_STATE", &state);
+        let mut down = std::process::Command::new("make");
+        for var in OUTER_MAKE {
+            down.env_remove(var);
+        }
+        down.args(["--no-print-directory", "stand-in/down", "db/down"])
+            .env("NOTIF_STATE", &state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Self::spawn(cmd, port, dir, Some(down)).await
     }
 
     /// Starts `cmd` (from the workspace root, in a process group of its own, output to
@@ -304,6 +317,21 @@ impl Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         self.stop();
+        // how much watch had to build itself (the prebuild should leave it nothing)
+        let log = self.log();
+        let compiled: Vec<&str> = log
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("Compiling "))
+            .collect();
+        eprintln!(
+            "watch: stopped; it compiled {} crate(s){}",
+            compiled.len(),
+            if compiled.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", compiled.join(", "))
+            }
+        );
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         } else {
@@ -311,6 +339,10 @@ impl Drop for Watch {
         }
     }
 }
+
+/// What an outer `make` (`make test`) leaves in the environment: a `make` run from a test
+/// would say "Entering directory" and share its jobserver, unlike one run from a shell.
+pub const OUTER_MAKE: &[&str] = &["MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"];
 
 /// This process's settings a function must not pick up by accident: the test server's
 /// admin database, the pooler of the second pass.

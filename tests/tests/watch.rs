@@ -47,6 +47,8 @@ fn error(reply: &integration_tests::watch::Reply) -> (String, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
+    // first: without cargo-lambda this test cannot run, and says so
+    integration_tests::watch::cargo_lambda();
     let started = Instant::now();
     let db = TestDb::new().await;
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
@@ -234,7 +236,8 @@ async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
     summary.as_object_mut().unwrap().remove("elapsed_ms");
     assert_eq!(
         summary,
-        json!({"claimed": 2, "sent": 2, "retried": 0, "dead": 0, "fenced": 0, "batches": 1}),
+        json!({"claimed": 2, "sent": 2, "retried": 0, "held": 0, "dead": 0, "released": 0,
+               "fenced": 0, "batches": 1}),
         "worker summary"
     );
     let received = stand_in::received().await;
@@ -299,7 +302,7 @@ async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
     summary.as_object_mut().unwrap().remove("elapsed_ms");
     assert_eq!(
         summary,
-        json!({"requeued": 0, "dead": 0, "pruned": 0}),
+        json!({"requeued": 0, "dead": 0, "expired": 0, "pruned": 0}),
         "sweeper summary"
     );
 

@@ -1,0 +1,317 @@
+//! The README as a newcomer reads it (issue 12): its local commands, taken from README.md's
+//! own `sh` blocks and run as written (`bash -c`) against a real `make watch` — the Quick
+//! start's three shells, then the API section's curl examples and the worker and sweeper
+//! invocations — each answer compared with the one the README shows under it (status line,
+//! headers, JSON shape; see `integration_tests::readme` for what `…` leaves open). An edit that
+//! breaks a command, or an answer that no longer looks as shown, fails here.
+//!
+//! What is adapted, and only that: `localhost:9000` and `--invoke-port 9000` become a free port
+//! (`make …` gets it as `WATCH_PORT`), id placeholders (`5b0f6c0e-…`) become the ids the
+//! earlier answers showed, `make watch` gets a fresh empty database (its functions migrate it
+//! at cold start, as on a fresh machine) and starts its own stand-in. The API examples run
+//! in the order their answers need: creations, the worker, reads, changes, the sweeper; the
+//! dead job the listing shows is put in by SQL (locally nothing goes dead: the stand-in
+//! accepts every number ingest accepts).
+
+use std::time::Duration;
+
+use integration_tests::readme::{self, Bindings, Example};
+use integration_tests::watch::{self, Watch};
+use integration_tests::TestDb;
+use serde_json::Value;
+use uuid::Uuid;
+
+/// The number the README's listing shows as a dead job's recipient.
+const DEAD_TO: &str = "+15555550199";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Watch,
+    Create,
+    Worker,
+    Read,
+    Change,
+    Sweeper,
+}
+
+fn kind(e: &Example) -> Kind {
+    let c = &e.command;
+    if c.starts_with("make watch") {
+        Kind::Watch
+    } else if c.contains("invoke/worker") || c.contains(" invoke worker") {
+        Kind::Worker
+    } else if c.contains("invoke/sweeper") || c.contains(" invoke sweeper") {
+        Kind::Sweeper
+    } else if c.starts_with("curl") && (c.contains("/requeue") || c.contains("/cancel")) {
+        Kind::Change
+    } else if c.starts_with("curl") && c.contains(" -d ") {
+        Kind::Create
+    } else if c.starts_with("curl") && !c.contains("-X") {
+        Kind::Read
+    } else {
+        panic!(
+            "README.md line {} ({}): a local command this test does not know how to run; teach \
+             tests/tests/readme.rs about it:\n{c}",
+            e.line, e.section
+        )
+    }
+}
+
+/// What a command printed, and the HTTP status when it was a curl.
+struct Ran {
+    stdout: String,
+    stderr: String,
+    http_status: Option<u16>,
+}
+
+const STATUS_MARK: &str = "@@readme-http-status ";
+
+async fn run(e: &Example, command: &str, port: u16, timeout: Duration) -> Ran {
+    // curl as written, plus its status on stderr (what the user sees on stdout is unchanged)
+    let script = format!(
+        "curl() {{ command curl --max-time {} -w '%{{stderr}}\\n{STATUS_MARK}%{{http_code}}\\n' \"$@\"; }}\n{command}",
+        timeout.as_secs()
+    );
+    let mut cmd = tokio::process::Command::new("bash");
+    for var in watch::OUTER_MAKE {
+        // as from a newcomer's shell, not from inside `make test`
+        cmd.env_remove(var);
+    }
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(watch::root())
+        .env("WATCH_PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(timeout + Duration::from_secs(30), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("README.md line {}: no answer within {timeout:?}", e.line))
+        .expect("run bash");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "README.md line {} ({}) failed ({}):\n{command}\nstdout: {stdout}\nstderr: {stderr}",
+        e.line,
+        e.section,
+        output.status
+    );
+    let http_status = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(STATUS_MARK))
+        .and_then(|s| s.trim().parse().ok());
+    Ran {
+        stdout,
+        stderr,
+        http_status,
+    }
+}
+
+/// Runs one example and compares its answer with the README's.
+async fn check(e: &Example, port: u16, bindings: &mut Bindings, timeout: Duration) -> Value {
+    let command = readme::substitute(&e.command, bindings)
+        .unwrap_or_else(|err| panic!("README.md line {}: {err}", e.line))
+        .replace("localhost:9000", &format!("localhost:{port}"))
+        .replace("--invoke-port 9000", &format!("--invoke-port {port}"));
+    let ran = run(e, &command, port, timeout).await;
+    let where_ = format!("README.md line {} ({})", e.line, e.section);
+    let shown = readme::parse_shown(&e.shown).unwrap_or_else(|err| panic!("{where_}: {err}"));
+    let (status_line, headers, body) = split_answer(&ran.stdout);
+    if let Some(code) = ran.http_status {
+        let expected = shown
+            .status_line
+            .as_deref()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse::<u16>().ok());
+        match expected {
+            Some(want) => assert_eq!(code, want, "{where_}: HTTP status\n{}", ran.stdout),
+            None => assert!(
+                (200..300).contains(&code),
+                "{where_}: HTTP {code}, the README shows a success\n{}",
+                ran.stdout
+            ),
+        }
+    } else {
+        assert!(
+            !command.trim_start().starts_with("curl"),
+            "{where_}: no HTTP status from curl: {}",
+            ran.stderr
+        );
+    }
+    if let Some(want) = &shown.status_line {
+        assert_eq!(
+            status_line.as_deref(),
+            Some(want.as_str()),
+            "{where_}: status line"
+        );
+    }
+    for (name, want) in &shown.headers {
+        let got = headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("{where_}: no {name} header in {headers:?}"));
+        assert!(
+            readme::matches_text(want, got, bindings),
+            "{where_}: header {name}: shown {want:?}, answered {got:?}"
+        );
+    }
+    let actual: Value = if body.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(body.trim())
+            .unwrap_or_else(|err| panic!("{where_}: the answer is not JSON ({err}): {body}"))
+    };
+    if let Some(want) = &shown.body {
+        if let Err(diff) = readme::matches_json(want, &actual, bindings, "") {
+            panic!("{where_}: the answer differs from the README's: {diff}\nanswered: {body}");
+        }
+    }
+    eprintln!(
+        "readme: line {} ok: {}",
+        e.line,
+        e.command.lines().next().unwrap_or("")
+    );
+    actual
+}
+
+/// Splits `curl -i` output (status line, headers, body); anything else is all body.
+fn split_answer(stdout: &str) -> (Option<String>, Vec<(String, String)>, String) {
+    if !stdout.starts_with("HTTP/") {
+        return (None, Vec::new(), stdout.to_owned());
+    }
+    let normalized = stdout.replace("\r\n", "\n");
+    let (head, body) = normalized
+        .split_once("\n\n")
+        .unwrap_or((normalized.as_str(), ""));
+    let mut lines = head.lines();
+    let status = lines.next().map(|l| l.trim().to_owned());
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers, body.to_owned())
+}
+
+fn org_of(command: &str) -> Uuid {
+    let at = command
+        .find("X-Organization-Id: ")
+        .expect("the listing example names its organization");
+    let rest = &command[at + "X-Organization-Id: ".len()..];
+    Uuid::parse_str(&rest[..36]).expect("a UUID organization")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_local_commands_answer_as_shown() {
+    // first: without cargo-lambda this test cannot run, and says so
+    integration_tests::watch::cargo_lambda();
+    let text = std::fs::read_to_string(watch::root().join("README.md")).expect("README.md");
+    let examples = readme::local_examples(&text);
+    let kinds: Vec<Kind> = examples.iter().map(kind).collect();
+    // what the README must keep showing for this test to mean something
+    for needed in [
+        Kind::Watch,
+        Kind::Create,
+        Kind::Worker,
+        Kind::Read,
+        Kind::Change,
+        Kind::Sweeper,
+    ] {
+        assert!(
+            kinds.contains(&needed),
+            "README.md has no local {needed:?} example"
+        );
+    }
+    let quick_block = examples[kinds.iter().position(|k| *k == Kind::Watch).unwrap()].block;
+    let (quick, api): (Vec<_>, Vec<_>) = examples
+        .iter()
+        .zip(&kinds)
+        .partition(|(e, _)| e.block == quick_block);
+
+    let db = TestDb::empty().await;
+    let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
+    let url = shared::db::url_with_dbname(&server, &db.name)
+        .expect("DATABASE_URL must be a postgres:// URL for this test");
+    let port = watch::free_port();
+    let mut bindings = Bindings::new();
+
+    // the Quick start's three shells, in order: shell 1 starts make watch
+    let (first, first_kind) = quick[0];
+    assert_eq!(
+        (*first_kind, first.command.split('#').next().unwrap().trim()),
+        (Kind::Watch, "make watch"),
+        "README.md line {}: the three-shell recipe starts with `make watch`",
+        first.line
+    );
+    let started = std::time::Instant::now();
+    let instance = Watch::make(
+        &[
+            ("WATCH_PORT", port.to_string()),
+            ("DATABASE_URL", url.clone()),
+        ],
+        &[
+            "TEST_POOLER_URL",
+            "AWS_ENDPOINT_URL",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_REGION",
+        ],
+    )
+    .await;
+    for (e, k) in &quick[1..] {
+        assert_ne!(
+            *k,
+            &Kind::Watch,
+            "README.md line {}: a second make watch",
+            e.line
+        );
+        check(e, port, &mut bindings, watch::FIRST_CALL).await;
+    }
+    eprintln!(
+        "readme: Quick start done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let log = instance.log();
+    assert!(
+        log.contains(&format!(
+            "ingest at http://localhost:{port}/lambda-url/ingest/notifications"
+        )),
+        "make watch says where ingest answers:\n{log}"
+    );
+
+    // the API examples, in the order their answers need
+    let mut api: Vec<(&Example, Kind)> = api.into_iter().map(|(e, k)| (e, *k)).collect();
+    api.sort_by_key(|(e, k)| (*k, e.line));
+    let listing = api
+        .iter()
+        .find(|(e, _)| e.command.contains("status=dead"))
+        .expect("README.md lists dead jobs (GET /notifications?status=dead…)");
+    let org = org_of(&listing.0.command);
+    let mut seeded = false;
+    for (e, k) in api {
+        assert_ne!(
+            k,
+            Kind::Watch,
+            "README.md line {}: a second make watch",
+            e.line
+        );
+        if k >= Kind::Read && !seeded {
+            // the dead job the listing shows, as a worker would have left it
+            db.client()
+                .await
+                .execute(
+                    "INSERT INTO notification_jobs
+                       (organization_id, channel, payload, status, attempts, last_error)
+                     VALUES ($1, 'sms', jsonb_build_object('to', $2::text, 'message', 'hi'),
+                             'dead', 1, 'InvalidParameter: the provider refused the number')",
+                    &[&org, &DEAD_TO],
+                )
+                .await
+                .expect("seed a dead job");
+            seeded = true;
+        }
+        check(e, port, &mut bindings, watch::FIRST_CALL).await;
+    }
+    drop(instance);
+    eprintln!("readme: done in {:.1} s", started.elapsed().as_secs_f64());
+}
