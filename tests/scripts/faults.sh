@@ -4,12 +4,14 @@
 # AWS_ENDPOINT_URL is set), builds the three function binaries, runs the suite and stops
 # what it started, also when the suite fails.
 #
-#   tests/scripts/faults.sh            the full suite (the README's table)
-#   tests/scripts/faults.sh --quick    the short version CI runs
-#   tests/scripts/faults.sh --only 1,3 some scenarios
+#   tests/scripts/faults.sh            the full suite: the README's table, and what CI runs
+#   tests/scripts/faults.sh --quick    a shorter version, for a quick local check
+#   tests/scripts/faults.sh --only 1,3 some scenarios (numbered as in the table)
 #
 # The binaries' logs stay in target/faults-logs/ (FAULTS_LOG_DIR), the table in
-# target/faults-table.md (FAULTS_TABLE).
+# target/faults-table.md (FAULTS_TABLE). FAULTS_NO_BUILD=1 runs what is already built;
+# FAULTS_BIN_DIR runs the function binaries of another build (say, a deliberately broken
+# copy, to see a check go red).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/scripts/services.sh

@@ -1,30 +1,56 @@
-//! A TCP forwarder to stand between a client and PostgreSQL, so a test can cut the
-//! database off (every connection dropped, the port closed) and bring it back on the
-//! same port, without disturbing other tests that share the server.
+//! A TCP forwarder, the one the integration tests and the fault suite share.
+//!
+//! Between a client and PostgreSQL, a test cuts the database off (every connection dropped,
+//! the port closed) and brings it back on the same port, without disturbing other tests that
+//! share the server. In front of the AWS stand-in, the fault suite also holds every chunk for
+//! a while on its way there and on its way back ([`Proxy::set_delay`]), so provider calls are
+//! in flight long enough for a kill to land inside one, and cuts it for a provider outage.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 pub struct Proxy {
     pub port: u16,
     upstream: SocketAddr,
+    delay_ms: Arc<AtomicU64>,
     task: Option<JoinHandle<()>>,
 }
 
 impl Proxy {
-    /// Starts forwarding a fresh local port to `upstream`.
+    /// Starts forwarding a fresh local port to `upstream`, without delay.
     pub async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let mut proxy = Self {
+        Self::with_delay(upstream, Duration::ZERO).await
+    }
+
+    /// Starts forwarding, holding every chunk `delay` each way.
+    pub async fn with_delay(upstream: SocketAddr, delay: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("local address").port();
+        let delay_ms = Arc::new(AtomicU64::new(delay.as_millis() as u64));
+        let task = Some(tokio::spawn(serve(listener, upstream, delay_ms.clone())));
+        Self {
             port,
             upstream,
-            task: None,
-        };
-        proxy.task = Some(tokio::spawn(serve(listener, upstream)));
-        proxy
+            delay_ms,
+            task,
+        }
+    }
+
+    /// `http://127.0.0.1:{port}`: the endpoint to give a client instead of the upstream's.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// How long each chunk is held from now on (open connections too).
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms
+            .store(delay.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Closes the port and every forwarded connection.
@@ -34,10 +60,28 @@ impl Proxy {
         }
     }
 
-    /// Listens again on the same port.
+    /// Listens again on the same port (nothing when it is not cut).
     pub async fn restore(&mut self) {
-        let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
-        self.task = Some(tokio::spawn(serve(listener, self.upstream)));
+        if self.task.is_some() {
+            return;
+        }
+        // the aborted listener's socket may take a moment to be released
+        let mut tries = 0;
+        let listener = loop {
+            match TcpListener::bind(("127.0.0.1", self.port)).await {
+                Ok(listener) => break listener,
+                Err(_) if tries < 50 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("listen again on port {}: {e}", self.port),
+            }
+        };
+        self.task = Some(tokio::spawn(serve(
+            listener,
+            self.upstream,
+            self.delay_ms.clone(),
+        )));
     }
 }
 
@@ -47,17 +91,50 @@ impl Drop for Proxy {
     }
 }
 
-async fn serve(listener: TcpListener, upstream: SocketAddr) {
+async fn serve(listener: TcpListener, upstream: SocketAddr, delay_ms: Arc<AtomicU64>) {
     // connections live in this task's JoinSet: aborting the task drops them all
     let mut connections = tokio::task::JoinSet::new();
     loop {
-        let Ok((mut inbound, _)) = listener.accept().await else {
+        let Ok((inbound, _)) = listener.accept().await else {
             continue;
         };
-        connections.spawn(async move {
-            if let Ok(mut outbound) = TcpStream::connect(upstream).await {
-                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-            }
-        });
+        connections.spawn(forward(inbound, upstream, delay_ms.clone()));
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+/// Both directions of one connection; when either ends, both are dropped.
+async fn forward(inbound: TcpStream, upstream: SocketAddr, delay_ms: Arc<AtomicU64>) {
+    let Ok(outbound) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let _ = inbound.set_nodelay(true);
+    let _ = outbound.set_nodelay(true);
+    let (from_client, to_client) = inbound.into_split();
+    let (from_server, to_server) = outbound.into_split();
+    tokio::select! {
+        _ = pump(from_client, to_server, delay_ms.clone()) => {}
+        _ = pump(from_server, to_client, delay_ms) => {}
+    }
+}
+
+async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    delay_ms: Arc<AtomicU64>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let delay = delay_ms.load(Ordering::Relaxed);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
     }
 }

@@ -1,5 +1,7 @@
-//! Function binaries as child processes, each polling an [`Emulator`], with stdout and
-//! stderr appended to a log file the suite greps afterwards.
+//! Function binaries as child processes, each polling an [`Emulator`] at an address of its
+//! own and connecting to PostgreSQL under its own `application_name` (its log name), with
+//! stdout and stderr appended to a log file the suite greps afterwards. The process name
+//! ties a claim the database logged to the invocation the [`Ledger`] says ran it.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -7,7 +9,7 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
-use super::runtime::{Emulator, Outcome};
+use super::runtime::{Emulator, Ledger, Outcome};
 
 /// Where the binaries are and what every process gets in its environment.
 #[derive(Clone, Debug)]
@@ -15,20 +17,24 @@ pub struct Launcher {
     pub bin_dir: PathBuf,
     pub log_dir: PathBuf,
     pub base_env: Vec<(String, String)>,
+    /// Where every emulator records its invocations.
+    pub ledger: Ledger,
 }
 
 /// A running function process.
 pub struct Process {
     pub name: String,
     child: Child,
+    ledger: Ledger,
 }
 
 impl Launcher {
-    /// Starts `binary` polling `emulator`, with `env` on top of the base environment.
+    /// Starts `binary` polling the runtime API at `runtime_api`, with `env` on top of the
+    /// base environment, logging to `{log}.log`.
     pub fn spawn(
         &self,
         binary: &str,
-        emulator: &Emulator,
+        runtime_api: &str,
         env: &[(&str, String)],
         log: &str,
     ) -> Process {
@@ -42,7 +48,7 @@ impl Launcher {
         let mut cmd = Command::new(self.bin_dir.join(binary));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("AWS_LAMBDA_RUNTIME_API", emulator.address())
+            .env("AWS_LAMBDA_RUNTIME_API", runtime_api)
             .env("AWS_LAMBDA_FUNCTION_NAME", binary)
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
@@ -64,6 +70,7 @@ impl Launcher {
         Process {
             name: log.to_owned(),
             child,
+            ledger: self.ledger.clone(),
         }
     }
 
@@ -86,10 +93,12 @@ impl Launcher {
 }
 
 impl Process {
-    /// SIGKILL, as when Lambda stops an environment or the host dies.
+    /// SIGKILL, as when Lambda stops an environment or the host dies; the invocation it was
+    /// running ends now.
     pub async fn kill9(&mut self) {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        self.ledger.process_died(&self.name);
     }
 
     pub fn alive(&mut self) -> bool {
@@ -98,6 +107,16 @@ impl Process {
 
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+}
+
+impl Drop for Process {
+    /// The child is killed on drop (`kill_on_drop`): so is its invocation.
+    fn drop(&mut self) {
+        if self.alive() {
+            let _ = self.child.start_kill();
+            self.ledger.process_died(&self.name);
+        }
     }
 }
 
@@ -117,7 +136,7 @@ impl Function {
         env: Vec<(&'static str, String)>,
         processes: usize,
     ) -> Self {
-        let emulator = Emulator::start().await;
+        let emulator = Emulator::start(launcher.ledger.clone());
         let mut f = Self {
             binary: binary.to_owned(),
             emulator,
@@ -132,13 +151,23 @@ impl Function {
         f
     }
 
-    /// One more process (a cold start).
+    /// One more process (a cold start), named `{binary}-{sequence}`: its log file, its
+    /// runtime API address and its database `application_name`.
     pub fn add_process(&mut self, launcher: &Launcher) {
         static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         self.spawned += 1;
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let log = format!("{}-{seq:04}", self.binary);
-        let p = launcher.spawn(&self.binary, &self.emulator, &self.env, &log);
+        let name = format!("{}-{seq:04}", self.binary);
+        let runtime_api = self.emulator.endpoint_for(&name);
+        let env: Vec<(&str, String)> = self
+            .env
+            .iter()
+            .map(|(k, v)| match *k {
+                "DATABASE_URL" => (*k, with_application_name(v, &name)),
+                _ => (*k, v.clone()),
+            })
+            .collect();
+        let p = launcher.spawn(&self.binary, &runtime_api, &env, &name);
         self.processes.push(p);
     }
 
@@ -180,6 +209,12 @@ impl Function {
         }
         n
     }
+}
+
+/// A `postgres://` URL whose sessions carry `name` as their `application_name`.
+pub fn with_application_name(url: &str, name: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}application_name={name}")
 }
 
 /// `target/debug` beside the workspace, or `FAULTS_BIN_DIR`.

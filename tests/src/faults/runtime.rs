@@ -5,17 +5,82 @@
 //!
 //! Any number of processes may poll one emulator: each takes the next queued event, as
 //! concurrent execution environments of one function do in Lambda. A poll whose process
-//! died (its socket closed) gives its event back.
+//! died (its socket closed) gives its event back. Each process polls an address of its own
+//! ([`Emulator::endpoint_for`]), so the [`Ledger`] knows which process ran which
+//! invocation, from when to when: the fault suite's record of who could hold a claim.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use chrono::{DateTime, Utc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
+
+/// How an invocation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Response,
+    Error,
+    /// Its process was killed (SIGKILL) before it answered.
+    Killed,
+}
+
+/// One invocation as one process ran it: from the moment the emulator handed the event over
+/// (before the process could start on it) to the moment its answer arrived or its process
+/// was killed (after the process could do anything more). `ended` is `None` while it runs.
+#[derive(Debug, Clone)]
+pub struct Span {
+    pub invocation: String,
+    pub process: String,
+    pub picked: DateTime<Utc>,
+    pub ended: Option<(DateTime<Utc>, Ending)>,
+}
+
+/// Every invocation of every emulator that shares it (the suite has one).
+#[derive(Debug, Clone, Default)]
+pub struct Ledger(Arc<Mutex<HashMap<String, Span>>>);
+
+impl Ledger {
+    fn picked(&self, invocation: &str, process: &str) {
+        let span = Span {
+            invocation: invocation.to_owned(),
+            process: process.to_owned(),
+            picked: Utc::now(),
+            ended: None,
+        };
+        self.0.lock().unwrap().insert(invocation.to_owned(), span);
+    }
+
+    /// The event never reached the process (it died first): it is queued again.
+    fn unpicked(&self, invocation: &str) {
+        self.0.lock().unwrap().remove(invocation);
+    }
+
+    fn ended(&self, invocation: &str, how: Ending) {
+        if let Some(span) = self.0.lock().unwrap().get_mut(invocation) {
+            span.ended.get_or_insert((Utc::now(), how));
+        }
+    }
+
+    /// Ends every running invocation of `process`: it was killed.
+    pub fn process_died(&self, process: &str) {
+        let now = Utc::now();
+        for span in self.0.lock().unwrap().values_mut() {
+            if span.process == process && span.ended.is_none() {
+                span.ended = Some((now, Ending::Killed));
+            }
+        }
+    }
+
+    /// Every invocation so far.
+    pub fn spans(&self) -> Vec<Span> {
+        self.0.lock().unwrap().values().cloned().collect()
+    }
+}
 
 /// What a function answered for one invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,13 +105,14 @@ struct Inner {
     polls: AtomicU64,
     polled: Notify,
     init_errors: Mutex<Vec<String>>,
+    ledger: Ledger,
 }
 
 /// One emulated function endpoint.
 pub struct Emulator {
-    pub port: u16,
     inner: Arc<Inner>,
-    task: JoinHandle<()>,
+    /// One listener per process.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// A queued invocation: learn when a process picked it up, then its outcome.
@@ -59,9 +125,8 @@ pub struct Invocation {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Emulator {
-    pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().unwrap().port();
+    /// An emulator whose invocations are recorded in `ledger`.
+    pub fn start(ledger: Ledger) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             tx,
@@ -70,14 +135,24 @@ impl Emulator {
             polls: AtomicU64::new(0),
             polled: Notify::new(),
             init_errors: Mutex::new(Vec::new()),
+            ledger,
         });
-        let task = tokio::spawn(accept(listener, inner.clone()));
-        Self { port, inner, task }
+        Self {
+            inner,
+            tasks: Mutex::new(Vec::new()),
+        }
     }
 
-    /// `AWS_LAMBDA_RUNTIME_API` for a process polling this emulator.
-    pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+    /// `AWS_LAMBDA_RUNTIME_API` for one process polling this emulator: an address of its
+    /// own, so the invocations it takes are recorded as `process`'s.
+    pub fn endpoint_for(&self, process: &str) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let port = listener.local_addr().expect("local address").port();
+        let listener = TcpListener::from_std(listener).expect("register the listener");
+        let task = tokio::spawn(accept(listener, self.inner.clone(), process.to_owned()));
+        self.tasks.lock().unwrap().push(task);
+        format!("127.0.0.1:{port}")
     }
 
     /// Queues one event with `timeout` as the invocation's deadline from now.
@@ -150,18 +225,20 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
     }
 }
 
-async fn accept(listener: TcpListener, inner: Arc<Inner>) {
+async fn accept(listener: TcpListener, inner: Arc<Inner>, process: String) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        connections.spawn(serve(stream, inner.clone()));
+        connections.spawn(serve(stream, inner.clone(), process.clone()));
         while connections.try_join_next().is_some() {}
     }
 }
@@ -269,49 +346,13 @@ async fn closed(stream: &mut TcpStream) {
     let _ = stream.peek(&mut byte).await;
 }
 
-async fn serve(mut stream: TcpStream, inner: Arc<Inner>) {
+/// One process's connection: requests until it closes.
+async fn serve(mut stream: TcpStream, inner: Arc<Inner>, process: String) {
     let mut buf = Vec::new();
     while let Some(req) = read_request(&mut stream, &mut buf).await {
         let path = req.path.trim_start_matches("/2018-06-01/runtime");
         let ok = if req.method == "GET" && path == "/invocation/next" {
-            inner.polls.fetch_add(1, Ordering::SeqCst);
-            inner.polled.notify_waiters();
-            let mut rx = tokio::select! {
-                rx = inner.rx.lock() => rx,
-                _ = closed(&mut stream) => return,
-            };
-            let queued = tokio::select! {
-                q = rx.recv() => q,
-                _ = closed(&mut stream) => return,
-            };
-            drop(rx);
-            let Some(mut queued) = queued else { return };
-            let headers = [
-                ("content-type", "application/json".to_owned()),
-                ("lambda-runtime-aws-request-id", queued.id.clone()),
-                ("lambda-runtime-deadline-ms", queued.deadline_ms.to_string()),
-                (
-                    "lambda-runtime-invoked-function-arn",
-                    "arn:aws:lambda:us-east-1:123456789012:function:faults".to_owned(),
-                ),
-                (
-                    "lambda-runtime-trace-id",
-                    "Root=1-00000000-000000000000000000000000;Sampled=0".to_owned(),
-                ),
-            ];
-            match respond(&mut stream, "200 OK", &headers, &queued.event).await {
-                Ok(()) => {
-                    if let Some(picked) = queued.picked.take() {
-                        let _ = picked.send(());
-                    }
-                    true
-                }
-                Err(_) => {
-                    // the process is gone: give the event back
-                    let _ = inner.tx.send(queued);
-                    return;
-                }
-            }
+            next_invocation(&mut stream, &inner, &process).await
         } else if req.method == "POST" && path.starts_with("/invocation/") {
             let rest = &path["/invocation/".len()..];
             let (id, kind) = rest.rsplit_once('/').unwrap_or((rest, ""));
@@ -321,17 +362,8 @@ async fn serve(mut stream: TcpStream, inner: Arc<Inner>) {
                 _ => None,
             };
             match outcome {
-                Some(outcome) => {
-                    if let Some(tx) = inner.waiting.lock().unwrap().remove(id) {
-                        let _ = tx.send(outcome);
-                    }
-                    respond(&mut stream, "202 Accepted", &[], br#"{"status":"OK"}"#)
-                        .await
-                        .is_ok()
-                }
-                None => respond(&mut stream, "404 Not Found", &[], b"{}")
-                    .await
-                    .is_ok(),
+                Some(outcome) => answered(&mut stream, &inner, id, outcome).await,
+                None => not_found(&mut stream).await,
             }
         } else if req.method == "POST" && path == "/init/error" {
             inner
@@ -339,16 +371,82 @@ async fn serve(mut stream: TcpStream, inner: Arc<Inner>) {
                 .lock()
                 .unwrap()
                 .push(String::from_utf8_lossy(&req.body).into_owned());
-            respond(&mut stream, "202 Accepted", &[], br#"{"status":"OK"}"#)
-                .await
-                .is_ok()
+            accepted(&mut stream).await
         } else {
-            respond(&mut stream, "404 Not Found", &[], b"{}")
-                .await
-                .is_ok()
+            not_found(&mut stream).await
         };
         if !ok {
             return;
         }
     }
+}
+
+/// `GET …/invocation/next`: waits for the next queued event and hands it to `process`;
+/// false when the process went away (the event is queued again).
+async fn next_invocation(stream: &mut TcpStream, inner: &Inner, process: &str) -> bool {
+    inner.polls.fetch_add(1, Ordering::SeqCst);
+    inner.polled.notify_waiters();
+    let mut rx = tokio::select! {
+        rx = inner.rx.lock() => rx,
+        _ = closed(stream) => return false,
+    };
+    let queued = tokio::select! {
+        q = rx.recv() => q,
+        _ = closed(stream) => return false,
+    };
+    drop(rx);
+    let Some(mut queued) = queued else {
+        return false;
+    };
+    let headers = [
+        ("content-type", "application/json".to_owned()),
+        ("lambda-runtime-aws-request-id", queued.id.clone()),
+        ("lambda-runtime-deadline-ms", queued.deadline_ms.to_string()),
+        (
+            "lambda-runtime-invoked-function-arn",
+            "arn:aws:lambda:us-east-1:123456789012:function:faults".to_owned(),
+        ),
+        (
+            "lambda-runtime-trace-id",
+            "Root=1-00000000-000000000000000000000000;Sampled=0".to_owned(),
+        ),
+    ];
+    // recorded before the process can start on it
+    inner.ledger.picked(&queued.id, process);
+    if respond(stream, "200 OK", &headers, &queued.event)
+        .await
+        .is_err()
+    {
+        // the process is gone: give the event back
+        inner.ledger.unpicked(&queued.id);
+        let _ = inner.tx.send(queued);
+        return false;
+    }
+    if let Some(picked) = queued.picked.take() {
+        let _ = picked.send(());
+    }
+    true
+}
+
+/// `POST …/invocation/{id}/response` or `…/error`.
+async fn answered(stream: &mut TcpStream, inner: &Inner, id: &str, outcome: Outcome) -> bool {
+    let how = match outcome {
+        Outcome::Response(_) => Ending::Response,
+        Outcome::Error(_) => Ending::Error,
+    };
+    inner.ledger.ended(id, how);
+    if let Some(tx) = inner.waiting.lock().unwrap().remove(id) {
+        let _ = tx.send(outcome);
+    }
+    accepted(stream).await
+}
+
+async fn accepted(stream: &mut TcpStream) -> bool {
+    respond(stream, "202 Accepted", &[], br#"{"status":"OK"}"#)
+        .await
+        .is_ok()
+}
+
+async fn not_found(stream: &mut TcpStream) -> bool {
+    respond(stream, "404 Not Found", &[], b"{}").await.is_ok()
 }

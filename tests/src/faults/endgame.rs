@@ -1,0 +1,164 @@
+//! How a delivering scenario ends: sweeps and healthy worker runs until every job is final
+//! ([`drain`]), then the counts and checks every such scenario shares ([`settle`]).
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use tokio_postgres::Client;
+use uuid::Uuid;
+
+use super::api::invoke_scheduled;
+use super::claims::{self, Verdict};
+use super::process::Function;
+use super::runtime::Ledger;
+use super::suite::{STUCK_AFTER_SECS, WORKER_TIMEOUT};
+use super::{db, sends, Row};
+use crate::stand_in::Recipients;
+
+/// Seconds since the oldest claim still in `processing` (0 when none).
+async fn oldest_claim_age(client: &Client) -> f64 {
+    client
+        .query_one(
+            "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(claimed_at))::float8, 0)
+             FROM notification_jobs WHERE status = 'processing'",
+            &[],
+        )
+        .await
+        .expect("age of the oldest claim")
+        .get(0)
+}
+
+/// Runs sweeps (once the window has passed) and healthy worker runs, one after the other,
+/// until no job is open; bounded in rounds and time. Retries are made due at once (the
+/// factory moves `next_attempt_at` back) instead of waiting their backoff out.
+pub async fn drain(client: &Client, worker: &Function, sweeper: &Function, row: &mut Row) {
+    let started = Instant::now();
+    let mut moved = 0;
+    for _ in 0..60 {
+        if started.elapsed() > Duration::from_secs(180) {
+            row.check(false, "drain finished within 180 s");
+            break;
+        }
+        let st = db::statuses(client).await;
+        let count = |s: &str| st.get(s).copied().unwrap_or(0);
+        if count("pending") + count("failed") + count("processing") == 0 {
+            break;
+        }
+        moved += crate::factory::make_retries_due(client).await;
+        if count("processing") > 0 {
+            // wait until the oldest claim is past the sweep window, then sweep
+            let age = oldest_claim_age(client).await;
+            let wait = (STUCK_AFTER_SECS as f64 + 0.5 - age).clamp(0.0, 10.0);
+            tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+            if let Err(e) = invoke_scheduled(sweeper, Duration::from_secs(30)).await {
+                row.note(format!("sweeper run failed: {e}"));
+            }
+            row.runs += 1;
+        }
+        if let Err(e) = invoke_scheduled(worker, WORKER_TIMEOUT).await {
+            row.note(format!("worker run failed: {e}"));
+        }
+        row.runs += 1;
+    }
+    if moved > 0 {
+        row.note(format!(
+            "{moved} retries made due early (next_attempt_at moved back instead of waiting)"
+        ));
+    }
+}
+
+/// The end-of-scenario counts and the checks every delivering scenario shares.
+pub async fn settle(
+    client: &Client,
+    ledger: &Ledger,
+    row: &mut Row,
+    accepted: &[Uuid],
+    recipients: &Recipients,
+) -> Verdict {
+    let st = db::statuses(client).await;
+    row.delivered = Some(st.get("sent").copied().unwrap_or(0));
+    row.dead = Some(st.get("dead").copied().unwrap_or(0));
+    row.lost = db::lost(client, accepted).await;
+    row.check(row.lost == 0, format!("lost jobs: {}", row.lost));
+    let verdict = check_claims(client, ledger, row).await;
+    check_sends(client, row, recipients).await;
+    let without = db::attempts_without_rows(client).await;
+    row.check(
+        without == 0,
+        format!("jobs whose attempts lack a delivery row: {without}"),
+    );
+    verdict
+}
+
+/// Invariant 1 from the claim log and the invocations (see [`claims`]).
+pub async fn check_claims(client: &Client, ledger: &Ledger, row: &mut Row) -> Verdict {
+    let verdict = claims::judge(&claims::load(client).await, &ledger.spans(), Utc::now());
+    row.claims = Some(verdict.claims);
+    row.claimed_twice = Some(verdict.twice.len() as u64);
+    // attempts given back make fewer attempts than claims, never more
+    let attempts = crate::count(
+        client,
+        "SELECT COALESCE(sum(attempts), 0)::bigint FROM notification_jobs",
+    )
+    .await as u64;
+    let unlogged = crate::count(
+        client,
+        "SELECT count(*) FROM notification_jobs j WHERE j.claim_token IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM faults_claims c WHERE c.token = j.claim_token)",
+    )
+    .await;
+    row.check(
+        verdict.claims >= attempts && attempts > 0 && unlogged == 0,
+        format!(
+            "the claim log saw every claim: {} claims for {attempts} attempts; claim tokens \
+             in the table it never saw: {unlogged}",
+            verdict.claims
+        ),
+    );
+    row.check(
+        verdict.twice.is_empty(),
+        format!(
+            "claims made while an earlier holder's invocation still held the job: {} of {}",
+            verdict.twice.len(),
+            verdict.claims
+        ),
+    );
+    row.check(
+        verdict.unattributed.is_empty(),
+        format!(
+            "claims made outside any invocation of a live process: {}",
+            verdict.unattributed.len()
+        ),
+    );
+    for what in verdict.twice.iter().chain(&verdict.unattributed).take(5) {
+        row.note(format!("  {what}"));
+    }
+    verdict
+}
+
+/// What the provider received, held against the attempts (see [`sends`]).
+pub async fn check_sends(client: &Client, row: &mut Row, recipients: &Recipients) {
+    let received = sends::received(|to| recipients.owns(to)).await;
+    row.duplicate_sends = Some(sends::duplicates(&received));
+    let accounting = sends::account(&received, &sends::attempts_by_recipient(client).await);
+    row.check(
+        accounting.unaccounted.is_empty(),
+        format!(
+            "recipients sent more than their attempts account for (one per recorded send, \
+             at most one per attempt killed, swept or timed out): {}{}",
+            accounting.unaccounted.len(),
+            accounting
+                .unaccounted
+                .first()
+                .map(|(_, got, n)| format!(" (first: {got} sent, {n} accountable)"))
+                .unwrap_or_default()
+        ),
+    );
+    row.check(
+        accounting.sent_not_received == 0,
+        format!(
+            "jobs marked sent that the provider never received: {}",
+            accounting.sent_not_received
+        ),
+    );
+}

@@ -1,0 +1,59 @@
+//! The scenarios, one file each, in the order the suite runs them and numbers them
+//! (`--only 1,3`). Each exposes a [`Scenario`]: its title and a `run` that returns its row.
+
+use std::time::{Duration, Instant};
+
+use futures::future::LocalBoxFuture;
+
+use super::{Row, Suite};
+
+pub mod hostile;
+pub mod kill;
+pub mod load;
+pub mod outage;
+pub mod pg_restart;
+pub mod sweep;
+pub mod tenants;
+
+/// One scenario of the table.
+pub struct Scenario {
+    /// The table's first column, after the scenario's number.
+    pub title: &'static str,
+    /// Runs the scenario; its row of the table (the suite labels it).
+    pub run: for<'a> fn(&'a mut Suite) -> LocalBoxFuture<'a, Row>,
+}
+
+/// Every scenario, in order. The last one searches the logs of all the others, so it stays
+/// last.
+pub const ALL: &[Scenario] = &[
+    kill::SCENARIO,
+    pg_restart::SCENARIO,
+    outage::SCENARIO,
+    load::SCENARIO,
+    hostile::SCENARIO,
+    sweep::SCENARIO,
+    tenants::SCENARIO,
+];
+
+/// `"{number}. {title}"`, the row's label.
+pub fn label(number: usize, scenario: &Scenario) -> String {
+    format!("{number}. {}", scenario.title)
+}
+
+/// Runs one scenario within `limit`; its labelled row (a failed one when it overran).
+pub async fn run(number: usize, scenario: &Scenario, suite: &mut Suite, limit: Duration) -> Row {
+    let label = label(number, scenario);
+    println!("\n== {label}");
+    let started = Instant::now();
+    let mut row = match tokio::time::timeout(limit, (scenario.run)(suite)).await {
+        Ok(row) => row,
+        Err(_) => {
+            let mut row = Row::default();
+            row.check(false, format!("finished within {} s", limit.as_secs()));
+            row
+        }
+    };
+    row.scenario = label;
+    println!("    ({:.1} s)", started.elapsed().as_secs_f64());
+    row
+}
