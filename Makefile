@@ -13,11 +13,7 @@ SCHEDULED_EVENT := tests/fixtures/events/scheduled.json
 
 # After stand_in_up: when we run moto ourselves, make EMAIL_FROM's domain a verified SES
 # identity in it (SES refuses to send from an unverified sender, and so does the stand-in).
-STAND_IN_IDENTITY = if [ -f "$$NOTIF_STATE/moto.env" ]; then \
-	  "$$ROOT/.venv/bin/python" -c 'import os, sys, boto3; c = boto3.client("sesv2", region_name=os.environ["AWS_REGION"]); d = sys.argv[1].rpartition("@")[2]; \
-	    known = {i["IdentityName"] for i in c.list_email_identities()["EmailIdentities"]}; \
-	    d in known or c.create_email_identity(EmailIdentity=d)' '$(EMAIL_FROM)' \
-	  || { echo "stand-in: could not create the SES identity for $(EMAIL_FROM)" >&2; false; }; fi
+STAND_IN_IDENTITY = stand_in_verify_sender '$(EMAIL_FROM)'
 
 .PHONY: help
 help: ## List the targets (the default)

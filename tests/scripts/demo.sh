@@ -62,10 +62,7 @@ pg_up
 stand_in_up
 EMAIL_FROM=${EMAIL_FROM:-noreply@example.com}
 # SES in the stand-in, as in the real one, sends only from a verified identity
-"$ROOT/.venv/bin/python" - <<PY
-import boto3
-boto3.client("sesv2", endpoint_url="$AWS_ENDPOINT_URL", region_name="$AWS_REGION").create_email_identity(EmailIdentity="$EMAIL_FROM")
-PY
+stand_in_verify_sender "$EMAIL_FROM"
 
 say "migrate"
 cargo run -q -p shared --bin migrate

@@ -178,6 +178,21 @@ stand_in_down() {
   log "stand-in: stopped"
 }
 
+# stand_in_verify_sender ADDRESS: makes ADDRESS's domain a verified SES identity in the moto
+# that stand_in_up started (SES sends only from a verified identity, and so does moto). Does
+# nothing against a stand-in it did not start: never touches a real AWS account.
+stand_in_verify_sender() {
+  [ -f "$NOTIF_STATE/moto.env" ] || return 0
+  "$ROOT/.venv/bin/python" - "$1" <<'PY' || { log "stand-in: could not verify the SES sender $1"; return 1; }
+import os, sys, boto3
+ses = boto3.client("sesv2", region_name=os.environ["AWS_REGION"])
+domain = sys.argv[1].rpartition("@")[2].rstrip(">").strip()
+known = {i["IdentityName"] for i in ses.list_email_identities()["EmailIdentities"]}
+if domain not in known:
+    ses.create_email_identity(EmailIdentity=domain)
+PY
+}
+
 # pgbouncer_up: a PgBouncer in transaction pooling mode in front of DATABASE_URL's server,
 # with a server pool smaller than the number of clients the tests open (PGBOUNCER_POOL_SIZE,
 # default 3 per database). Exports TEST_POOLER_URL. Debian's package is 1.18: no
