@@ -28,16 +28,23 @@ WITH RECURSIVE orgs AS (
     FROM orgs
     WHERE orgs.organization_id IS NOT NULL
 ),
-budgets AS (
+-- an override of 0 means what RATE_LIMIT_PER_ORG_PER_MIN=0 means: no limit
+limits AS (
     SELECT o.organization_id,
-           coalesce(l.per_minute, $3::int) AS per_minute,
-           GREATEST(coalesce(l.per_minute, $3::int) - coalesce(c.claimed, 0), 0) AS left_now
+           CASE WHEN l.per_minute = 0 THEN 2147483647 ELSE coalesce(l.per_minute, $3::int) END
+               AS per_minute
     FROM orgs AS o
     LEFT JOIN organization_rate_limits AS l ON l.organization_id = o.organization_id
+    WHERE o.organization_id IS NOT NULL
+),
+budgets AS (
+    SELECT o.organization_id,
+           o.per_minute,
+           GREATEST(o.per_minute - coalesce(c.claimed, 0), 0) AS left_now
+    FROM limits AS o
     LEFT JOIN organization_claim_counts AS c
            ON c.organization_id = o.organization_id
           AND c.minute = date_trunc('minute', coalesce($2::timestamptz, now()))
-    WHERE o.organization_id IS NOT NULL
 ),
 candidates AS (
     SELECT c.id, c.organization_id, c.next_attempt_at,

@@ -107,13 +107,15 @@ async fn a_noisy_tenant_does_not_delay_another_tenants_jobs() {
 async fn overrides_apply_per_organization() {
     let db = TestDb::new().await;
     let client = db.client().await;
-    let (small, default) = (new_org(), new_org());
+    let (small, default, unlimited) = (new_org(), new_org(), new_org());
     add_jobs(&client, small, 50, 10.0).await;
     add_jobs(&client, default, 50, 10.0).await;
+    add_jobs(&client, unlimited, 50, 10.0).await;
     client
         .execute(
-            "INSERT INTO organization_rate_limits (organization_id, per_minute) VALUES ($1, 5)",
-            &[&small],
+            "INSERT INTO organization_rate_limits (organization_id, per_minute)
+             VALUES ($1, 5), ($2, 0)",
+            &[&small, &unlimited],
         )
         .await
         .unwrap();
@@ -130,6 +132,10 @@ async fn overrides_apply_per_organization() {
         counts[&default].0,
         20 * counts[&default].1,
         "the default: 20 a minute"
+    );
+    assert_eq!(
+        counts[&unlimited].0, 50,
+        "an override of 0 is no limit, as RATE_LIMIT_PER_ORG_PER_MIN=0 is"
     );
 }
 
