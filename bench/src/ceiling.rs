@@ -158,19 +158,22 @@ pub fn script() -> Result<String> {
     let claim = read_sql("claim.sql")?;
     let complete = read_sql("complete.sql")?;
     const MARKER: &str = "/* claim.sql */";
-    if max_param(&claim) != 1 || max_param(&complete) != 11 || !complete.contains(MARKER) {
+    if max_param(&claim) != 2 || max_param(&complete) != 13 || !complete.contains(MARKER) {
         bail!(
             "the SQL changed shape (claim.sql takes {} parameters, complete.sql {}{}; the ceiling \
-             script expects 1, and 11 with claim.sql in place of {MARKER}): update bench/src/ceiling.rs",
+             script expects 2, and 13 with claim.sql in place of {MARKER}): update bench/src/ceiling.rs",
             max_param(&claim),
             max_param(&complete),
             if complete.contains(MARKER) { "" } else { " without the claim marker" },
         );
     }
-    // as shared::store::sql::complete_and_claim composes it
-    let statement = complete.replace(MARKER, &claim.replace("$1", "$12"));
-    let mut names: Vec<&str> = INITIAL.to_vec();
-    names.push("next");
+    // as shared::store::sql::COMPLETE_AND_CLAIM composes it: claim.sql's $1 (batch size) and
+    // $2 (the current time, NULL: the server's) are complete.sql's too
+    let statement = complete
+        .replace(MARKER, &claim)
+        .replace("$2::timestamptz", "NULL::timestamptz");
+    let mut names: Vec<&str> = vec!["next", "now"];
+    names.extend(INITIAL);
     let statement = with_variables(&statement, &names);
     let (with, last) = split_final_select(&statement)
         .context("complete.sql: no final SELECT after its WITH list")?;
@@ -185,7 +188,7 @@ pub fn script() -> Result<String> {
          bench_out AS (\n{last}\n)\n\
          SELECT coalesce(array_agg(id) FILTER (WHERE applied IS NULL), '{{}}') AS ids,\n\
                 coalesce(array_agg(claim_token) FILTER (WHERE applied IS NULL), '{{}}') AS tokens,\n\
-                coalesce(array_agg(attempts) FILTER (WHERE applied IS NULL), '{{}}') AS attempts,\n\
+                coalesce(array_agg(tries) FILTER (WHERE applied IS NULL), '{{}}') AS attempts,\n\
                 coalesce(array_agg('sent'::text) FILTER (WHERE applied IS NULL), '{{}}') AS outcomes,\n\
                 coalesce(array_agg(NULL::timestamptz) FILTER (WHERE applied IS NULL), '{{}}') AS retry_at,\n\
                 coalesce(array_agg(CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END) FILTER (WHERE applied IS NULL), '{{}}') AS providers,\n\

@@ -98,14 +98,14 @@ pub async fn explain(bench: &Bench, batch: u32) -> Result<String> {
     let result = async {
         client
             .batch_execute(&format!(
-                "PREPARE bench_claim(bigint) AS {}",
+                "PREPARE bench_claim(bigint, timestamptz) AS {}",
                 shared::store::sql::CLAIM.sql
             ))
             .await
             .context("prepare the claim")?;
         let rows = client
             .simple_query(&format!(
-                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim({batch})"
+                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim({batch}, NULL)"
             ))
             .await
             .context("explain the claim")?;

@@ -31,6 +31,9 @@ fi
 # build first, so the database is not up (and the machine not busy) during a long compile
 echo "bench: building (profile $profile)" >&2
 cargo build -q -p bench --profile "$profile"
+# the functions' binaries, beside the bench's, for the cold-start runs; built on their own (as
+# `make build` and the fault suite build them), so their features are not unified with the bench's
+cargo build -q -p ingest -p worker -p sweeper --profile "$profile"
 case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
 bin="$ROOT/target/$dir/bench"
 

@@ -30,5 +30,6 @@ async fn main() -> Result<(), Error> {
 async fn cold_start() -> Result<(PgStore, SweeperConfig), Box<dyn std::error::Error>> {
     let config = SweeperConfig::from_env()?;
     let store = startup::store(shared::store::DEFAULT_STATEMENT_TIMEOUT).await?;
+    startup::warm(&store).await;
     Ok((store, config))
 }

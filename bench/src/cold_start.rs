@@ -1,0 +1,528 @@
+//! 8 (issue 12): cold start. Each function's binary, built in the benchmark's own profile, is
+//! started as Lambda starts it — a new process with a Lambda-like environment whose
+//! `AWS_LAMBDA_RUNTIME_API` points at a listener here — and timed from spawn to its first
+//! `GET /2018-06-01/runtime/invocation/next` (ready for the first event); then it is killed.
+//!
+//! Migrations on: each run gets a fresh empty database, so the migrations really apply.
+//! Off: the benchmark's migrated database (the first connection only checks the schema).
+//! `AWS_ENDPOINT_URL` points at the same listener, so an AWS call during init arrives as a
+//! request other than the poll and fails the run, as a process that exits before polling does.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use shared::db::DbConfig;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::db::{url_with_db, Bench};
+use crate::stats::{round, Samples};
+
+pub const FUNCTIONS: [&str; 3] = ["ingest", "worker", "sweeper"];
+/// Ingest should be ready within this much of the database handshake.
+pub const GOAL_MS: f64 = 50.0;
+/// The database each migrations-on run creates afresh.
+const FRESH_DB: &str = "notif_bench_cold";
+const NEXT: &str = "GET /2018-06-01/runtime/invocation/next ";
+/// A function that has not polled by then failed to start (init itself waits at most 3 s
+/// for the database).
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// Median and maximum of some runs, in ms.
+#[derive(Debug, Clone, Serialize)]
+pub struct Spread {
+    pub runs: usize,
+    pub median_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Spread {
+    fn of(samples: &Samples) -> Self {
+        Self {
+            runs: samples.len(),
+            median_ms: round(samples.p50(), 3),
+            max_ms: round(samples.quantile(1.0), 3),
+        }
+    }
+}
+
+/// One function's init in one migrations setting.
+#[derive(Debug, Clone, Serialize)]
+pub struct Init {
+    pub function: &'static str,
+    pub migrate_on_start: bool,
+    #[serde(flatten)]
+    pub init: Spread,
+    /// Runs whose database connection was open when the function first polled.
+    pub connected_at_init: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ColdStart {
+    /// The cargo profile's folder the binaries came from (`debug` is the dev profile).
+    pub profile: String,
+    /// `DbConfig::connect` to the migrated database, from this (warm) process.
+    pub handshake: Spread,
+    pub inits: Vec<Init>,
+    /// Ingest's median init (migrations off, as deployed) minus the median handshake.
+    pub ingest_minus_handshake_ms: f64,
+    pub goal_ms: f64,
+    pub goal_met: bool,
+    /// How long this part of the benchmark took, database creation included.
+    pub secs: f64,
+}
+
+/// What to start: a program, its arguments and environment (the runtime API address and the
+/// AWS endpoint are added per run).
+pub struct Launch {
+    pub label: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Runs every function `runs` times in each setting, interleaved, with a handshake per round.
+pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
+    let started = Instant::now();
+    let dir = bin_dir()?;
+    let fresh_url = url_with_db(&bench.url, FRESH_DB)?;
+    let mut handshake = Samples::new();
+    let mut cells: Vec<(Init, Samples)> = Vec::new();
+    for migrate in [true, false] {
+        for function in FUNCTIONS {
+            let init = Init {
+                function,
+                migrate_on_start: migrate,
+                init: Spread::of(&Samples::new()),
+                connected_at_init: 0,
+            };
+            cells.push((init, Samples::new()));
+        }
+    }
+    for pass in 0..runs {
+        crate::step!("cold start: round {}/{runs}", pass + 1);
+        handshake.push(time_handshake(&bench.config).await?);
+        for (init, samples) in &mut cells {
+            let url = if init.migrate_on_start {
+                fresh_db(bench).await?;
+                &fresh_url
+            } else {
+                &bench.url
+            };
+            let app = format!("cold-{}-{pass}", init.function);
+            let launch = Launch::function(&dir, init.function, &with_app(url, &app), init)?;
+            let (took, process) = first_poll(&launch).await?;
+            let connected = connected(bench, &app).await?;
+            process.stop().await;
+            if init.migrate_on_start && connected {
+                check_migrated(&fresh_url, &launch.label).await?;
+            }
+            samples.push(took);
+            init.connected_at_init += usize::from(connected);
+        }
+    }
+    drop_fresh_db(bench).await;
+    Ok(summarize(&dir, &handshake, cells, started.elapsed()))
+}
+
+fn summarize(
+    dir: &Path,
+    handshake: &Samples,
+    cells: Vec<(Init, Samples)>,
+    took: Duration,
+) -> ColdStart {
+    let inits: Vec<Init> = cells
+        .into_iter()
+        .map(|(init, samples)| Init {
+            init: Spread::of(&samples),
+            ..init
+        })
+        .collect();
+    let handshake = Spread::of(handshake);
+    let ingest = inits
+        .iter()
+        .find(|i| i.function == "ingest" && !i.migrate_on_start)
+        .map_or(f64::NAN, |i| i.init.median_ms);
+    let over = ingest - handshake.median_ms;
+    ColdStart {
+        profile: dir
+            .file_name()
+            .map_or("?".into(), |n| n.to_string_lossy().into_owned()),
+        handshake,
+        inits,
+        ingest_minus_handshake_ms: round(over, 3),
+        goal_ms: GOAL_MS,
+        goal_met: over <= GOAL_MS,
+        secs: round(took.as_secs_f64(), 1),
+    }
+}
+
+impl ColdStart {
+    pub fn render(&self) {
+        let ms = crate::ms;
+        let runs = self.handshake.runs;
+        crate::say!("8. cold start: spawn → first GET /2018-06-01/runtime/invocation/next, binaries of target/{} with a Lambda-like environment, killed at the poll; {runs} runs each, median / max", self.profile);
+        crate::say!(
+            "   database handshake alone (DbConfig::connect from this process): median {} max {}",
+            ms(self.handshake.median_ms),
+            ms(self.handshake.max_ms)
+        );
+        crate::say!(
+            "   {:<8} {:>26} {:>26}   connected at init (on, off)",
+            "function",
+            "migrations on (fresh db)",
+            "migrations off"
+        );
+        for function in FUNCTIONS {
+            let cell = |on: bool| {
+                self.inits
+                    .iter()
+                    .find(|i| i.function == function && i.migrate_on_start == on)
+            };
+            let (on, off) = (cell(true), cell(false));
+            let spread = |i: Option<&Init>| {
+                i.map_or("-".into(), |i| {
+                    format!("{} / {}", ms(i.init.median_ms), ms(i.init.max_ms))
+                })
+            };
+            let connected = |i: Option<&Init>| {
+                i.map_or("-".into(), |i| {
+                    format!("{}/{}", i.connected_at_init, i.init.runs)
+                })
+            };
+            crate::say!(
+                "   {function:<8} {:>26} {:>26}   {}, {}",
+                spread(on),
+                spread(off),
+                connected(on),
+                connected(off)
+            );
+        }
+        for function in FUNCTIONS {
+            let mine = || self.inits.iter().filter(|i| i.function == function);
+            if mine().count() > 0 && mine().all(|i| i.connected_at_init == 0) {
+                crate::say!("   {function} opened no database connection before polling: its first event connects (and migrates, when on)");
+            }
+        }
+        crate::say!(
+            "   ingest init − handshake (medians, migrations off): {} (goal ≤ {GOAL_MS} ms: {}); this part took {:.1} s",
+            ms(self.ingest_minus_handshake_ms),
+            if self.goal_met { "met" } else { "NOT met" },
+            self.secs
+        );
+    }
+}
+
+/// The folder of this benchmark's binary: the functions are built beside it, same profile.
+fn bin_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("where the benchmark binary is")?;
+    let dir = exe
+        .parent()
+        .context("the benchmark binary's folder")?
+        .to_owned();
+    for function in FUNCTIONS {
+        let path = dir.join(function);
+        if !path.is_file() {
+            let profile = dir.file_name().unwrap_or_default().to_string_lossy();
+            bail!(
+                "cold start: {} not found; build the functions in the benchmark's profile \
+                 (cargo build -p ingest -p worker -p sweeper --profile {}; bench.sh does)",
+                path.display(),
+                if profile == "debug" { "dev" } else { &profile }
+            );
+        }
+    }
+    Ok(dir)
+}
+
+impl Launch {
+    /// A function binary with what Lambda and the function's own settings put in the
+    /// environment; AWS credentials are dummies (the SDK reads them lazily, on a first call).
+    fn function(dir: &Path, function: &str, db_url: &str, init: &Init) -> Result<Self> {
+        let mut env: Vec<(String, String)> = [
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("TZ", ":UTC".into()),
+            ("AWS_LAMBDA_FUNCTION_NAME", function.into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            (
+                "AWS_LAMBDA_LOG_GROUP_NAME",
+                format!("/aws/lambda/{function}"),
+            ),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "bench".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_DEFAULT_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "AKIDBENCHCOLDSTART".into()),
+            ("AWS_SECRET_ACCESS_KEY", "bench-cold-start".into()),
+            ("AWS_SESSION_TOKEN", "bench-cold-start".into()),
+            ("DATABASE_URL", db_url.into()),
+            ("MIGRATE_ON_START", init.migrate_on_start.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if function == "worker" {
+            env.push(("EMAIL_FROM".into(), "noreply@example.com".into()));
+        }
+        let on_off = if init.migrate_on_start { "on" } else { "off" };
+        Ok(Self {
+            label: format!("{function} (migrations {on_off})"),
+            program: dir.join(function),
+            args: Vec::new(),
+            env,
+        })
+    }
+}
+
+/// `url` with an `application_name`, to find the function's connection in pg_stat_activity.
+fn with_app(url: &str, app: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}application_name={app}")
+}
+
+async fn time_handshake(config: &DbConfig) -> Result<Duration> {
+    let started = Instant::now();
+    let client = config.connect().await.context("cold start: handshake")?;
+    let took = started.elapsed();
+    drop(client);
+    Ok(took)
+}
+
+async fn fresh_db(bench: &Bench) -> Result<()> {
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {FRESH_DB} WITH (FORCE)"),
+        format!("CREATE DATABASE {FRESH_DB}"),
+    ] {
+        bench
+            .client
+            .batch_execute(&statement)
+            .await
+            .with_context(|| format!("cold start: {statement}"))?;
+    }
+    Ok(())
+}
+
+async fn drop_fresh_db(bench: &Bench) {
+    let drop = format!("DROP DATABASE IF EXISTS {FRESH_DB} WITH (FORCE)");
+    let _ = bench.client.batch_execute(&drop).await;
+}
+
+/// Whether a connection named `app` is open now.
+async fn connected(bench: &Bench, app: &str) -> Result<bool> {
+    let row = bench
+        .client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .await
+        .context("cold start: pg_stat_activity")?;
+    Ok(row.get::<_, i64>(0) > 0)
+}
+
+/// A function that connected at init with MIGRATE_ON_START=true left the schema current.
+async fn check_migrated(url: &str, label: &str) -> Result<()> {
+    let client = DbConfig::new(url, None)?.connect().await?;
+    if let Some(missing) = shared::migrate::first_missing(&client).await? {
+        bail!(
+            "{label}: connected at init with MIGRATE_ON_START=true, yet {missing} is not applied"
+        );
+    }
+    Ok(())
+}
+
+/// A started process; its output is collected in the background, and its runtime API
+/// connections are held open until it is stopped.
+pub struct Process {
+    child: Child,
+    server: JoinHandle<()>,
+    stdout: JoinHandle<Vec<u8>>,
+    stderr: JoinHandle<Vec<u8>>,
+}
+
+impl Process {
+    fn spawn(launch: &Launch, server: JoinHandle<()>, address: &str) -> Result<Self> {
+        let mut child = Command::new(&launch.program)
+            .args(&launch.args)
+            .env_clear()
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .env("AWS_LAMBDA_RUNTIME_API", address)
+            .env("AWS_ENDPOINT_URL", format!("http://{address}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("{}: start {}", launch.label, launch.program.display()))?;
+        let stdout = tokio::spawn(read_all(child.stdout.take()));
+        let stderr = tokio::spawn(read_all(child.stderr.take()));
+        Ok(Self {
+            child,
+            server,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// SIGKILL (if still running); its exit status and what it wrote, for an error message.
+    pub async fn stop(mut self) -> String {
+        let _ = self.child.start_kill();
+        let status = self.child.wait().await.ok();
+        self.server.abort();
+        let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).trim().to_owned();
+        let wait = Duration::from_secs(2);
+        let out = tokio::time::timeout(wait, self.stdout).await;
+        let err = tokio::time::timeout(wait, self.stderr).await;
+        let (out, err) = (
+            out.ok().and_then(Result::ok).map(text).unwrap_or_default(),
+            err.ok().and_then(Result::ok).map(text).unwrap_or_default(),
+        );
+        let tail: String = out.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
+        format!(
+            "; status {}; stderr: {:?}; stdout (last lines, newest first): {:?}",
+            status.map_or("?".into(), |s: ExitStatus| s.to_string()),
+            err,
+            tail
+        )
+    }
+}
+
+async fn read_all(pipe: Option<impl AsyncRead + Unpin>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    if let Some(mut pipe) = pipe {
+        let _ = pipe.read_to_end(&mut bytes).await;
+    }
+    bytes
+}
+
+/// Starts `launch` and waits for its first request on the runtime API: the time from spawn
+/// to a next-event poll, and the still-running process. Any other outcome is an error naming
+/// the function, with its stderr.
+pub async fn first_poll(launch: &Launch) -> Result<(Duration, Process)> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("cold start: bind the runtime API listener")?;
+    let address = listener.local_addr()?.to_string();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let server = tokio::spawn(listen(listener, tx));
+    let started = Instant::now();
+    let mut process = Process::spawn(launch, server, &address)?;
+    let label = &launch.label;
+    tokio::select! {
+        first = rx.recv() => match first {
+            Some((at, line)) if line.starts_with(NEXT) => Ok((at - started, process)),
+            Some((_, line)) => {
+                let out = process.stop().await;
+                bail!("{label}: its first request during init was {line:?}, not the runtime API's next-event poll (an AWS call or an init error){out}")
+            }
+            None => bail!("{label}: the runtime API listener stopped"),
+        },
+        _ = process.child.wait() => {
+            let out = process.stop().await;
+            bail!("{label}: exited before polling for its first event{out}")
+        }
+        _ = tokio::time::sleep(READY_WITHIN) => {
+            let out = process.stop().await;
+            bail!("{label}: did not poll for its first event within {READY_WITHIN:?}{out}")
+        }
+    }
+}
+
+/// Accepts connections; reports each one's request line with the instant it arrived, then
+/// holds the connection open (no answer: the process is killed before it needs one).
+async fn listen(listener: TcpListener, tx: mpsc::UnboundedSender<(Instant, String)>) {
+    let mut held = JoinSet::new();
+    while let Ok((stream, _)) = listener.accept().await {
+        let _ = stream.set_nodelay(true);
+        held.spawn(request_line(stream, tx.clone()));
+    }
+}
+
+async fn request_line(mut stream: TcpStream, tx: mpsc::UnboundedSender<(Instant, String)>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(2).any(|w| w == b"\r\n") && buf.len() < 16 * 1024 {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let at = Instant::now();
+    let text = String::from_utf8_lossy(&buf);
+    let line = text.split("\r\n").next().unwrap_or_default().to_owned();
+    let _ = tx.send((at, line));
+    std::future::pending::<()>().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bash(label: &str, script: &str) -> Launch {
+        Launch {
+            label: label.into(),
+            program: "bash".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+        }
+    }
+
+    /// Sends `request` to the runtime API address, then waits.
+    fn requester(label: &str, request: &str) -> Launch {
+        bash(
+            label,
+            &format!(
+                "exec 3<>/dev/tcp/${{AWS_LAMBDA_RUNTIME_API%:*}}/${{AWS_LAMBDA_RUNTIME_API#*:}}; \
+                 printf '{request} HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n' >&3; sleep 20"
+            ),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_process_that_polls_is_timed_and_still_running() {
+        let launch = requester("fake", "GET /2018-06-01/runtime/invocation/next");
+        let (took, process) = first_poll(&launch).await.expect("a poll");
+        assert!(took < READY_WITHIN);
+        let out = process.stop().await;
+        assert!(out.contains("signal: 9"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_process_that_exits_before_polling_is_an_error_with_its_stderr() {
+        let launch = bash(
+            "ingest (migrations off)",
+            "echo 'ingest: cannot start: boom' >&2; exit 3",
+        );
+        let err = first_poll(&launch)
+            .await
+            .err()
+            .expect("an error")
+            .to_string();
+        assert!(err.starts_with("ingest (migrations off): exited"), "{err}");
+        assert!(
+            err.contains("exit status: 3") && err.contains("cannot start: boom"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn another_request_before_the_poll_is_an_error() {
+        let launch = requester("worker (migrations on)", "POST /");
+        let err = first_poll(&launch)
+            .await
+            .err()
+            .expect("an error")
+            .to_string();
+        assert!(
+            err.starts_with("worker (migrations on): its first request"),
+            "{err}"
+        );
+        assert!(err.contains("\"POST / HTTP/1.1\""), "{err}");
+    }
+}
