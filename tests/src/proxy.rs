@@ -5,6 +5,8 @@
 //! share the server. In front of the AWS stand-in, the fault suite also holds every chunk for
 //! a while on its way there and on its way back ([`Proxy::set_delay`]), so provider calls are
 //! in flight long enough for a kill to land inside one, and cuts it for a provider outage.
+//! Or it answers every HTTP request itself with a canned response ([`Proxy::answer_with`]):
+//! a provider's real error, on the wire, to the real SDK.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +21,8 @@ pub struct Proxy {
     pub port: u16,
     upstream: SocketAddr,
     delay_ms: Arc<AtomicU64>,
+    /// When set, every request is answered with this instead of being forwarded.
+    answer: Option<Arc<Vec<u8>>>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -33,11 +37,17 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("local address").port();
         let delay_ms = Arc::new(AtomicU64::new(delay.as_millis() as u64));
-        let task = Some(tokio::spawn(serve(listener, upstream, delay_ms.clone())));
+        let task = Some(tokio::spawn(serve(
+            listener,
+            upstream,
+            delay_ms.clone(),
+            None,
+        )));
         Self {
             port,
             upstream,
             delay_ms,
+            answer: None,
             task,
         }
     }
@@ -51,6 +61,15 @@ impl Proxy {
     pub fn set_delay(&self, delay: Duration) {
         self.delay_ms
             .store(delay.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// From now on answers every HTTP request with `response` (a whole HTTP/1.1 response),
+    /// or forwards again with `None`. Open connections are closed, so a client's pooled ones
+    /// cannot slip past the switch.
+    pub async fn answer_with(&mut self, response: Option<Vec<u8>>) {
+        self.answer = response.map(Arc::new);
+        self.cut();
+        self.restore().await;
     }
 
     /// Closes the port and every forwarded connection.
@@ -81,6 +100,7 @@ impl Proxy {
             listener,
             self.upstream,
             self.delay_ms.clone(),
+            self.answer.clone(),
         )));
     }
 }
@@ -91,15 +111,57 @@ impl Drop for Proxy {
     }
 }
 
-async fn serve(listener: TcpListener, upstream: SocketAddr, delay_ms: Arc<AtomicU64>) {
+async fn serve(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    delay_ms: Arc<AtomicU64>,
+    answer: Option<Arc<Vec<u8>>>,
+) {
     // connections live in this task's JoinSet: aborting the task drops them all
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let Ok((inbound, _)) = listener.accept().await else {
             continue;
         };
-        connections.spawn(forward(inbound, upstream, delay_ms.clone()));
+        match &answer {
+            Some(response) => connections.spawn(answer_all(inbound, response.clone())),
+            None => connections.spawn(forward(inbound, upstream, delay_ms.clone())),
+        };
         while connections.try_join_next().is_some() {}
+    }
+}
+
+/// Reads each HTTP/1.1 request on the connection (head, then `Content-Length` bytes of body)
+/// and answers it with `response`, until the client closes.
+async fn answer_all(mut inbound: TcpStream, response: Arc<Vec<u8>>) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let head_end = loop {
+            if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            match inbound.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&pending[..head_end]).to_ascii_lowercase();
+        let body_len: usize = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while pending.len() < head_end + body_len {
+            match inbound.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
+            }
+        }
+        pending.drain(..head_end + body_len);
+        if inbound.write_all(&response).await.is_err() {
+            return;
+        }
     }
 }
 

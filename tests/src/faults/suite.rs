@@ -47,7 +47,7 @@ fn var_or(key: &str, default: &str) -> String {
 }
 
 /// The stand-in's address, with `example.com` a verified SES sender.
-async fn stand_in() -> SocketAddr {
+pub(crate) async fn stand_in() -> SocketAddr {
     let moto = crate::stand_in::endpoint();
     crate::stand_in::verify_sender("example.com").await;
     moto.trim_start_matches("http://")

@@ -7,6 +7,7 @@ use futures::future::LocalBoxFuture;
 
 use super::{Row, Suite};
 
+pub mod account;
 pub mod hostile;
 pub mod kill;
 pub mod load;
@@ -32,6 +33,7 @@ pub const ALL: &[Scenario] = &[
     load::SCENARIO,
     hostile::SCENARIO,
     sweep::SCENARIO,
+    account::SCENARIO,
     tenants::SCENARIO,
 ];
 
