@@ -95,6 +95,14 @@ pub const CLASSES: &[(&str, ErrorClass)] = &[
     ("ConstructionFailure", Account),
 ];
 
+/// Whether a code says the provider (or the way to it) is down or busy, not that the message
+/// is wrong: every transient code of the table (throttling, 5xx, timeouts, calls that did not
+/// complete) but a panic of our own. Unknown codes are not outages: they may be the message's
+/// fault.
+pub fn is_outage(code: &str) -> bool {
+    code != super::WORKER_PANIC && known(code) == Some(Transient)
+}
+
 /// The class of an error code; unknown codes are [`ErrorClass::Transient`].
 pub fn classify(code: &str) -> ErrorClass {
     known(code).unwrap_or(Transient)

@@ -29,37 +29,14 @@ pub fn backoff(attempt: i32, rng: &mut impl Rng) -> Duration {
     Duration::from_millis(rng.random_range(millis / 2..=millis))
 }
 
-/// Errors that say the provider (or the way to it) is down or busy, not that the message is
-/// wrong: throttling, 5xx, timeouts, calls that did not complete. An outage of any length
-/// spends no attempt; the job's expiry bounds how long it waits.
-pub const OUTAGE_CODES: &[&str] = &[
-    "Throttling",
-    "ThrottlingException",
-    "Throttled",
-    "TooManyRequestsException",
-    "LimitExceededException",
-    "Http429",
-    "KMSThrottling",
-    "InternalError",
-    "InternalFailure",
-    "InternalServerError",
-    "InternalServiceError",
-    "ServiceUnavailable",
-    "ServiceUnavailableException",
-    "Http5xx",
-    crate::delivery::TIMEOUT,
-    "DispatchFailure",
-    "ResponseError",
-];
-
 /// The decision for one attempt, made at `now`. `attempt` is the budget spent with this
 /// attempt, `tries` the provider calls so far (this one included):
 /// - delivered → [`Decision::Sent`];
 /// - a permanent error → [`Decision::Dead`] at once;
 /// - account or configuration trouble → [`Decision::Hold`] for [`MAX_BACKOFF`]: the attempt
 ///   is given back, a person must act, and the message is not lost meanwhile;
-/// - an outage ([`OUTAGE_CODES`]) → [`Decision::Hold`] after [`backoff`] by `tries` (capped):
-///   not the message's fault either;
+/// - an outage ([`crate::delivery::classify::is_outage`]) → [`Decision::Hold`] after
+///   [`backoff`] by `tries` (capped): not the message's fault either, however long it lasts;
 /// - any other transient error (an unknown code, a panic) → retry after [`backoff`] by
 ///   `attempt`, or `Dead` when this was the last allowed attempt.
 ///
@@ -83,9 +60,11 @@ pub fn decide(
         ErrorClass::Account => Decision::Hold {
             at: after(MAX_BACKOFF),
         },
-        ErrorClass::Transient if OUTAGE_CODES.contains(&err.code.as_str()) => Decision::Hold {
-            at: after(backoff(tries, rng)),
-        },
+        ErrorClass::Transient if crate::delivery::classify::is_outage(&err.code) => {
+            Decision::Hold {
+                at: after(backoff(tries, rng)),
+            }
+        }
         ErrorClass::Transient if attempt >= max_attempts => Decision::Dead,
         ErrorClass::Transient => Decision::Retry {
             at: after(backoff(attempt, rng)),
@@ -214,13 +193,24 @@ mod tests {
     }
 
     #[test]
-    fn every_outage_code_is_a_known_transient_code() {
-        for code in OUTAGE_CODES {
-            assert_eq!(
-                crate::delivery::classify::known(code),
-                Some(ErrorClass::Transient),
-                "{code}"
-            );
+    fn outages_are_the_known_transient_codes_but_a_panic() {
+        use crate::delivery::classify::is_outage;
+        for code in [
+            "Throttling",
+            "Http429",
+            "Http5xx",
+            "Timeout",
+            "DispatchFailure",
+        ] {
+            assert!(is_outage(code), "{code}");
+        }
+        for code in [
+            "WorkerPanic",
+            "SomethingNew",
+            "InvalidParameter",
+            "AccountSuspendedException",
+        ] {
+            assert!(!is_outage(code), "{code}");
         }
     }
 }

@@ -67,6 +67,36 @@ pub async fn drain(client: &Client, worker: &Function, sweeper: &Function, row: 
     }
 }
 
+/// The provider is back: the held retries made due at once (instead of waiting the backoff
+/// out), then one worker run, noted.
+pub async fn run_once_recovered(
+    client: &Client,
+    worker: &Function,
+    timeout: Duration,
+    row: &mut Row,
+) {
+    crate::factory::make_retries_due(client).await;
+    let summary = invoke_scheduled(worker, timeout).await;
+    row.runs += 1;
+    row.note(format!("the first run after: {summary:?}"));
+}
+
+/// [`settle`], and every accepted job delivered by now.
+pub async fn settle_all_delivered(
+    client: &Client,
+    ledger: &Ledger,
+    row: &mut Row,
+    accepted: &[Uuid],
+    recipients: &Recipients,
+) {
+    settle(client, ledger, row, accepted, recipients).await;
+    let jobs = accepted.len() as u64;
+    row.check(
+        row.delivered == Some(jobs),
+        format!("all {jobs} delivered on the first run after the provider returned"),
+    );
+}
+
 /// The end-of-scenario counts and the checks every delivering scenario shares.
 pub async fn settle(
     client: &Client,
