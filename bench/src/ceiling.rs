@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, ensure, Context, Result};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::db::Bench;
-use crate::stats::round;
+use crate::stats::{rounded, rounded_all, rounded_opt};
+use crate::Plan;
 
 /// pgbench: $PGBENCH, then next to the server binaries as tests/scripts/services.sh finds
 /// initdb ($PG_BINDIR, pg_config --bindir, /usr/lib/postgresql/*/bin), then $PATH.
@@ -202,26 +203,107 @@ pub fn script() -> Result<String> {
     ))
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Ceiling {
+    #[serde(rename = "connections")]
     pub clients: usize,
     pub batch: u32,
     pub jobs: i64,
+    #[serde(serialize_with = "rounded::<1, _>")]
     pub jobs_per_sec: f64,
     /// Every repetition's jobs/s (`jobs_per_sec` is the best).
+    #[serde(rename = "runs_jobs_per_sec", serialize_with = "rounded_all::<1, _>")]
     pub runs: Vec<f64>,
 }
 
-impl Ceiling {
-    pub fn json(&self) -> Value {
-        json!({
-            "connections": self.clients,
-            "batch": self.batch,
-            "jobs": self.jobs,
-            "jobs_per_sec": round(self.jobs_per_sec, 1),
-            "runs_jobs_per_sec": self.runs.iter().map(|r| round(*r, 1)).collect::<Vec<_>>(),
-        })
+/// 6: the ceiling over the worked grid's cells.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Ceilings {
+    /// pgbench, when found.
+    pub tool: Option<String>,
+    pub runs_per_cell: usize,
+    pub grid: Vec<Ceiling>,
+    pub best: Option<Ceiling>,
+    /// Our best cell's jobs/s ÷ the best ceiling's.
+    #[serde(serialize_with = "rounded_opt::<3, _>")]
+    pub ours_best_over_ceiling_best: Option<f64>,
+    /// Why cells are missing, when some are.
+    pub note: Option<String>,
+}
+
+impl Ceilings {
+    pub fn at(&self, batch: u32, clients: usize) -> Option<&Ceiling> {
+        self.grid
+            .iter()
+            .find(|c| c.batch == batch && c.clients == clients)
     }
+}
+
+/// The plan's grid run by pgbench, each cell the best of `plan.reps` runs; what cannot run
+/// (no pgbench, SQL of another shape, a failed run) is a note, not an error. The ratio to
+/// our best is left for the caller.
+pub async fn grid(bench: &Bench, plan: &Plan) -> Result<Ceilings> {
+    let pgbench = find_pgbench();
+    let mut out = Ceilings {
+        tool: pgbench.as_ref().map(|p| p.display().to_string()),
+        runs_per_cell: plan.reps,
+        ..Ceilings::default()
+    };
+    match (&pgbench, script()) {
+        (Some(pgbench), Ok(script)) => {
+            let path =
+                std::env::temp_dir().join(format!("notif-bench-{}.pgbench", std::process::id()));
+            std::fs::write(&path, &script)?;
+            out.note = cells(bench, plan, pgbench, &path, &mut out.grid).await;
+            let _ = std::fs::remove_file(&path);
+        }
+        (None, _) => out.note = Some("pgbench not found (set PGBENCH or PG_BINDIR)".into()),
+        (_, Err(e)) => out.note = Some(format!("{e:#}")),
+    }
+    out.best = out
+        .grid
+        .iter()
+        .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+        .cloned();
+    Ok(out)
+}
+
+/// Pushes each cell that ran at least once onto `grid`; the last failure, if any.
+async fn cells(
+    bench: &Bench,
+    plan: &Plan,
+    pgbench: &Path,
+    script_path: &Path,
+    grid: &mut Vec<Ceiling>,
+) -> Option<String> {
+    let mut note = None;
+    for &batch in &plan.batches {
+        for &clients in &plan.workers {
+            let mut runs: Vec<Ceiling> = Vec::new();
+            for rep in 1..=plan.reps {
+                crate::step!(
+                    "ceiling (pgbench): {clients} connections, batch {batch} (run {rep}/{})",
+                    plan.reps
+                );
+                match cell(bench, pgbench, script_path, plan.jobs, clients, batch).await {
+                    Ok(c) => runs.push(c),
+                    Err(e) => {
+                        note = Some(format!("{e:#}"));
+                        break;
+                    }
+                }
+            }
+            let all: Vec<f64> = runs.iter().map(|c| c.jobs_per_sec).collect();
+            if let Some(mut best) = runs
+                .into_iter()
+                .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+            {
+                best.runs = all;
+                grid.push(best);
+            }
+        }
+    }
+    note
 }
 
 /// Drains `jobs` due jobs with `clients` pgbench connections claiming `batch` at a time.

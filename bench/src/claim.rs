@@ -8,15 +8,104 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde_json::Value;
+use serde::Serialize;
 use shared::store::{Completion, Decision, JobStore};
 
 use crate::db::Bench;
-use crate::stats::Samples;
+use crate::stats::{rounded, Latency, Samples};
 use crate::worked::open_stores;
+use crate::Plan;
+
+/// 2: claim latency per batch size, with no finished rows and with many.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClaimLatency {
+    /// Due jobs each run drains.
+    pub due_jobs: i64,
+    /// Finished jobs (each with its delivery row) in the table for the second runs.
+    pub finished_rows: i64,
+    pub batches: Vec<ClaimBatch>,
+    /// EXPLAIN (ANALYZE, BUFFERS) of the claim at batch 100, without and with them.
+    pub explain_finished_0: String,
+    pub explain_finished_many: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClaimBatch {
+    pub batch: u32,
+    pub finished_0: Drain,
+    pub finished_many: Drain,
+    /// The claim's p50 and p99 with many finished rows ÷ with none.
+    #[serde(serialize_with = "rounded::<3, _>")]
+    pub ratio_p50: f64,
+    #[serde(serialize_with = "rounded::<3, _>")]
+    pub ratio_p99: f64,
+}
+
+impl ClaimBatch {
+    fn new(batch: u32, finished_0: Drain, finished_many: Drain) -> Self {
+        let (a, b) = (&finished_0.claim, &finished_many.claim);
+        Self {
+            batch,
+            ratio_p50: b.p50_ms / a.p50_ms,
+            ratio_p99: b.p99_ms / a.p99_ms,
+            finished_0,
+            finished_many,
+        }
+    }
+}
+
+/// The latencies of one connection draining the queue.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Drain {
+    pub claim: Latency,
+    pub complete: Latency,
+}
+
+/// Every batch size of the plan on a queue with no finished rows, then with
+/// `plan.finished_rows` of them; the claim's plan in both.
+pub async fn measure(bench: &Bench, plan: &Plan) -> Result<ClaimLatency> {
+    let mut none = Vec::new();
+    bench.truncate().await?;
+    for &batch in &plan.claim_batches {
+        crate::step!("claim latency: batch {batch}, no finished rows before the run");
+        bench.truncate().await?;
+        none.push(latencies(bench, plan.claim_jobs, batch).await?);
+    }
+    bench.truncate().await?;
+    bench.insert_due(plan.claim_jobs).await?;
+    bench.settle().await?;
+    let explain_finished_0 = explain(bench, 100).await?;
+    bench.truncate().await?;
+    crate::step!(
+        "filling {} finished jobs (and their delivery rows)",
+        plan.finished_rows
+    );
+    fill_finished(bench, plan.finished_rows).await?;
+    let mut many = Vec::new();
+    for &batch in &plan.claim_batches {
+        crate::step!(
+            "claim latency: batch {batch}, {} finished rows",
+            plan.finished_rows
+        );
+        many.push(latencies(bench, plan.claim_jobs, batch).await?);
+    }
+    bench.insert_due(plan.claim_jobs).await?;
+    bench.settle().await?;
+    let explain_finished_many = explain(bench, 100).await?;
+    let batches = plan.claim_batches.iter().zip(none.into_iter().zip(many));
+    Ok(ClaimLatency {
+        due_jobs: plan.claim_jobs,
+        finished_rows: plan.finished_rows,
+        batches: batches
+            .map(|(&batch, (a, b))| ClaimBatch::new(batch, a, b))
+            .collect(),
+        explain_finished_0,
+        explain_finished_many,
+    })
+}
 
 /// Claim and complete latencies of one connection draining `jobs` due jobs, `batch` a time.
-pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<(Samples, Samples)> {
+pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<Drain> {
     bench.insert_due(jobs).await?;
     bench.settle().await?;
     let store = open_stores(bench, 1).await?.pop().context("a store")?;
@@ -48,7 +137,10 @@ pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<(Samples,
         store.complete(&done, None).await?;
         completes.push(t1.elapsed());
     }
-    Ok((claims, completes))
+    Ok(Drain {
+        claim: claims.latency(),
+        complete: completes.latency(),
+    })
 }
 
 /// Adds `n` finished jobs (9 in 10 sent, 1 in 10 dead after 5 attempts) spread over the last
@@ -123,8 +215,4 @@ pub async fn explain(bench: &Bench, batch: u32) -> Result<String> {
     // a prepared statement outlives the transaction
     let _ = client.batch_execute("DEALLOCATE bench_claim").await;
     result
-}
-
-pub fn json((claims, completes): &(Samples, Samples)) -> Value {
-    serde_json::json!({"claim": claims.json(), "complete": completes.json()})
 }

@@ -1,8 +1,9 @@
 //! The benchmark's databases on the server `DATABASE_URL` names: `notif_bench` (migrated,
 //! for our code and pgbench) and `notif_bench_peer` (for the peer), both created fresh.
 
+use std::collections::BTreeMap;
+
 use anyhow::{Context, Result};
-use serde_json::{json, Value};
 use shared::db::DbConfig;
 use tokio_postgres::Client;
 
@@ -134,8 +135,8 @@ impl Bench {
     }
 
     /// The server's version and the settings that decide durability.
-    pub async fn settings(&self) -> Result<Value> {
-        let mut out = serde_json::Map::new();
+    pub async fn settings(&self) -> Result<BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
         for name in [
             "server_version",
             "fsync",
@@ -150,9 +151,9 @@ impl Bench {
                 .query_one(&format!("SHOW {name}"), &[])
                 .await
                 .with_context(|| format!("SHOW {name}"))?;
-            out.insert(name.into(), json!(row.get::<_, String>(0)));
+            out.insert(name.into(), row.get::<_, String>(0));
         }
-        Ok(Value::Object(out))
+        Ok(out)
     }
 }
 

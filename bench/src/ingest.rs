@@ -7,13 +7,15 @@ use std::time::Instant;
 use anyhow::{ensure, Context, Result};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request};
+use serde::Serialize;
 use serde_json::{json, Value};
 use shared::ingest::{Ingest, IngestConfig};
 use shared::store::PgStore;
 use uuid::Uuid;
 
 use crate::db::Bench;
-use crate::stats::{round, Samples};
+use crate::stats::{rounded, Latency, Samples};
+use crate::Plan;
 
 const V2_EVENT: &str = include_str!("../../tests/fixtures/apigw/v2_http_api.json");
 
@@ -68,25 +70,42 @@ pub async fn new_ingest(bench: &Bench) -> Result<Ingest> {
     Ok(Ingest::new(Arc::new(store), IngestConfig::default()))
 }
 
-#[derive(Debug, Clone)]
+/// 3: ingest alone and eight at once.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IngestRuns {
+    pub concurrency_1: IngestRun,
+    pub concurrency_8: IngestRun,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct IngestRun {
     pub concurrency: usize,
-    pub latency: Samples,
+    #[serde(flatten)]
+    pub latency: Latency,
+    #[serde(rename = "requests_per_sec", serialize_with = "rounded::<1, _>")]
     pub per_sec: f64,
 }
 
-impl IngestRun {
-    pub fn json(&self) -> Value {
-        let mut v = self.latency.json();
-        v["concurrency"] = json!(self.concurrency);
-        v["requests_per_sec"] = json!(round(self.per_sec, 1));
-        v
-    }
+/// The plan's requests at concurrency 1, then at 8, each on an empty queue.
+pub async fn measure(bench: &Bench, plan: &Plan) -> Result<IngestRuns> {
+    crate::step!("ingest: {} requests at concurrency 1", plan.ingest_c1);
+    bench.truncate().await?;
+    let concurrency_1 = run(bench, 1, plan.ingest_c1).await?;
+    crate::step!(
+        "ingest: {} requests at concurrency 8",
+        plan.ingest_c8_each * 8
+    );
+    bench.truncate().await?;
+    let concurrency_8 = run(bench, 8, plan.ingest_c8_each).await?;
+    Ok(IngestRuns {
+        concurrency_1,
+        concurrency_8,
+    })
 }
 
 /// `per_task` requests on each of `concurrency` instances at once (each request built before
 /// its clock starts; the clock covers `Ingest::handle` only).
-pub async fn run(bench: &Bench, concurrency: usize, per_task: u64) -> Result<IngestRun> {
+async fn run(bench: &Bench, concurrency: usize, per_task: u64) -> Result<IngestRun> {
     let requests = Arc::new(Requests::new()?);
     let mut ingests = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
@@ -124,6 +143,6 @@ pub async fn run(bench: &Bench, concurrency: usize, per_task: u64) -> Result<Ing
     Ok(IngestRun {
         concurrency,
         per_sec: latency.len() as f64 / secs,
-        latency,
+        latency: latency.latency(),
     })
 }

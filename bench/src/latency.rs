@@ -15,16 +15,47 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use serde_json::{json, Value};
+use serde::Serialize;
 use shared::store::JobStore;
 use uuid::Uuid;
 
 use crate::db::Bench;
 use crate::ingest::{accepted_id, new_ingest, Requests};
-use crate::stats::{round, Samples};
+use crate::stats::{rounded, Latency, Samples};
 use crate::worked::{open_stores, run_workers, worker_config, RecordingDeliverer};
+use crate::Plan;
 
 pub const SCHEDULE: Duration = Duration::from_secs(60);
+
+/// 4: accept → provider call, polling on and off.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AcceptToProvider {
+    /// Requests per second through ingest.
+    pub rate_per_sec: u32,
+    pub polling_on: Latency,
+    pub polling_off: Scheduled,
+}
+
+/// The plan's rate with polling on for `plan.poll_span`, then off with a tick every
+/// `plan.period`.
+pub async fn measure(bench: &Bench, plan: &Plan) -> Result<AcceptToProvider> {
+    crate::step!(
+        "accept → provider: polling on, {} requests/s for {:?}",
+        plan.rate,
+        plan.poll_span
+    );
+    let polling_on = polling_on(bench, plan.rate, plan.poll_span).await?;
+    crate::step!(
+        "accept → provider: polling off, a tick every {:?}",
+        plan.period
+    );
+    let polling_off = polling_off(bench, plan.rate, plan.period, plan.ticks).await?;
+    Ok(AcceptToProvider {
+        rate_per_sec: plan.rate,
+        polling_on: polling_on.latency(),
+        polling_off,
+    })
+}
 
 /// Sends requests through ingest at `rate` per second for `span`; returns accept times.
 async fn produce(bench: &Bench, rate: u32, span: Duration) -> Result<HashMap<Uuid, Instant>> {
@@ -63,7 +94,7 @@ fn latencies(
 }
 
 /// Polling on: one worker polling while requests arrive for `span`.
-pub async fn polling_on(bench: &Bench, rate: u32, span: Duration) -> Result<Samples> {
+async fn polling_on(bench: &Bench, rate: u32, span: Duration) -> Result<Samples> {
     bench.truncate().await?;
     let deliverer = Arc::new(RecordingDeliverer::default());
     let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, 1)
@@ -92,39 +123,30 @@ pub async fn polling_on(bench: &Bench, rate: u32, span: Duration) -> Result<Samp
     ))
 }
 
+/// Polling off: measured at the scaled-down schedule, and projected to the real one.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Scheduled {
-    pub period: Duration,
-    pub measured: Samples,
-    pub projected: Samples,
-    pub work: Samples,
+    /// How the projection is made.
+    pub model: String,
+    pub scaled_period_secs: f64,
+    pub measured_at_scaled_period: Latency,
+    pub work_after_tick: Latency,
+    pub projected_1min_schedule: Projected,
 }
 
-impl Scheduled {
-    pub fn json(&self) -> Value {
-        json!({
-            "model": format!(
-                "schedule scaled down to {} s and measured; per job, the wait for the next tick × {} s/{} s + the work after the tick as measured",
-                self.period.as_secs_f64(), SCHEDULE.as_secs(), self.period.as_secs_f64()),
-            "scaled_period_secs": self.period.as_secs_f64(),
-            "measured_at_scaled_period": self.measured.json(),
-            "work_after_tick": self.work.json(),
-            "projected_1min_schedule": {
-                "p50_ms": round(self.projected.p50(), 1),
-                "p99_ms": round(self.projected.p99(), 1),
-            },
-        })
-    }
+/// The projected 1-minute schedule's median and 99th percentile (ms).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Projected {
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub p50_ms: f64,
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub p99_ms: f64,
 }
 
 /// Polling off: an invocation every `period` (stopping once nothing is due), `ticks` of them
 /// (at least 2), while requests arrive during the first `ticks - 1` periods; the last tick
 /// delivers what arrived just before the one before it.
-pub async fn polling_off(
-    bench: &Bench,
-    rate: u32,
-    period: Duration,
-    ticks: u32,
-) -> Result<Scheduled> {
+async fn polling_off(bench: &Bench, rate: u32, period: Duration, ticks: u32) -> Result<Scheduled> {
     bench.truncate().await?;
     let deliverer = Arc::new(RecordingDeliverer::default());
     let store: Arc<dyn JobStore> = Arc::new(open_stores(bench, 1).await?.pop().context("a store")?);
@@ -165,10 +187,17 @@ pub async fn polling_off(
         projected.push(wait * scale + after);
         work.push(after);
     }
+    let projected = Samples::from_ms(projected);
     Ok(Scheduled {
-        period,
-        measured: Samples::from_ms(measured),
-        projected: Samples::from_ms(projected),
-        work: Samples::from_ms(work),
+        model: format!(
+            "schedule scaled down to {} s and measured; per job, the wait for the next tick × {} s/{} s + the work after the tick as measured",
+            period.as_secs_f64(), SCHEDULE.as_secs(), period.as_secs_f64()),
+        scaled_period_secs: period.as_secs_f64(),
+        measured_at_scaled_period: Samples::from_ms(measured).latency(),
+        work_after_tick: Samples::from_ms(work).latency(),
+        projected_1min_schedule: Projected {
+            p50_ms: projected.p50(),
+            p99_ms: projected.p99(),
+        },
     })
 }

@@ -6,11 +6,112 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::process::Command;
 
 use crate::db::Bench;
-use crate::stats::round;
+use crate::stats::{rounded, rounded_opt};
+use crate::Plan;
+
+/// The settings of graphile-worker's own performance test, as drain.js sets them.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Settings {
+    pub concurrent_jobs: u32,
+    pub max_pool_size: u32,
+    pub local_queue_size: u32,
+    pub refetch_delay_ms: u32,
+    pub complete_job_batch_delay: u32,
+    pub fail_job_batch_delay: u32,
+}
+
+pub const SETTINGS: Settings = Settings {
+    concurrent_jobs: 24,
+    max_pool_size: 25,
+    local_queue_size: 500,
+    refetch_delay_ms: 10,
+    complete_job_batch_delay: 0,
+    fail_job_batch_delay: 0,
+};
+
+impl Default for Settings {
+    fn default() -> Self {
+        SETTINGS
+    }
+}
+
+/// 5: the peer's runs, or why there are none.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Peer {
+    /// What ran (graphile-worker and Node.js versions), or why it did not.
+    pub status: String,
+    pub settings: Settings,
+    /// The best run of each process count.
+    pub runs: Vec<PeerRun>,
+    pub best: Option<PeerRun>,
+    /// Our best cell's jobs/s ÷ the peer's best.
+    #[serde(serialize_with = "rounded_opt::<3, _>")]
+    pub ours_best_over_peer_best: Option<f64>,
+}
+
+/// The peer over `plan.peer_processes`, when the plan has it; it never fails the benchmark
+/// (the status says what went wrong, and the runs before it are kept). The ratio to our
+/// best is left for the caller.
+pub async fn measure(bench: &Bench, plan: &Plan) -> Peer {
+    let mut runs = Vec::new();
+    let status = if !plan.peer {
+        "skipped (quick mode; --peer runs it)".to_owned()
+    } else {
+        match install().await {
+            Ok(what) => {
+                crate::step!("peer: {what}");
+                match drain(bench, plan, &mut runs).await {
+                    Ok(()) => what,
+                    Err(e) => format!("{what}: failed: {e:#}"),
+                }
+            }
+            // the fallback, pg-boss, is not wired in: it would come from the same
+            // npm registry, so it mostly fails for the same reason
+            Err(why) => format!("graphile-worker cannot be installed: {why}; no peer this run (the pg-boss fallback is not implemented)"),
+        }
+    };
+    let best = runs
+        .iter()
+        .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+        .cloned();
+    Peer {
+        status,
+        settings: SETTINGS,
+        runs,
+        best,
+        ours_best_over_peer_best: None,
+    }
+}
+
+/// Pushes the best of `plan.reps` runs of each process count onto `runs`.
+async fn drain(bench: &Bench, plan: &Plan, runs: &mut Vec<PeerRun>) -> Result<()> {
+    let client = setup(bench).await?;
+    let startup = startup(bench).await?;
+    for &p in &plan.peer_processes {
+        crate::step!(
+            "peer: {} jobs, {p} processes × {}",
+            plan.jobs,
+            SETTINGS.concurrent_jobs
+        );
+        let mut best: Option<PeerRun> = None;
+        for _ in 0..plan.reps {
+            let r = run(bench, &client, plan.jobs, p, startup).await?;
+            if best
+                .as_ref()
+                .is_none_or(|b| r.jobs_per_sec > b.jobs_per_sec)
+            {
+                best = Some(r);
+            }
+        }
+        runs.extend(best);
+    }
+    Ok(())
+}
 
 pub fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("peer")
@@ -77,26 +178,17 @@ pub async fn setup(bench: &Bench) -> Result<tokio_postgres::Client> {
     Ok(db.connect().await?)
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PeerRun {
     pub processes: usize,
+    pub concurrent_jobs_per_process: u32,
     pub jobs: i64,
+    #[serde(serialize_with = "rounded::<3, _>")]
     pub secs: f64,
+    #[serde(rename = "startup_secs_subtracted", serialize_with = "rounded::<3, _>")]
     pub startup_secs: f64,
+    #[serde(serialize_with = "rounded::<1, _>")]
     pub jobs_per_sec: f64,
-}
-
-impl PeerRun {
-    pub fn json(&self) -> Value {
-        json!({
-            "processes": self.processes,
-            "concurrent_jobs_per_process": 24,
-            "jobs": self.jobs,
-            "secs": round(self.secs, 3),
-            "startup_secs_subtracted": round(self.startup_secs, 3),
-            "jobs_per_sec": round(self.jobs_per_sec, 1),
-        })
-    }
 }
 
 /// How long one `runOnce` takes on an empty queue (connect, check the schema, find nothing):
@@ -146,6 +238,7 @@ pub async fn run(
     );
     Ok(PeerRun {
         processes,
+        concurrent_jobs_per_process: SETTINGS.concurrent_jobs,
         jobs,
         secs,
         startup_secs,

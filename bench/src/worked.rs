@@ -10,14 +10,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde::Serialize;
 use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use shared::store::{ClaimedJob, JobStore, PgStore};
 use shared::worker::{self, WorkerConfig, WorkerSummary};
 use uuid::Uuid;
 
 use crate::db::Bench;
-use crate::stats::{process_cpu, round};
+use crate::stats::{process_cpu, rounded, rounded_all};
+use crate::Plan;
 
 /// The delivery port answering at once, as a provider that takes no time.
 pub struct NoopDeliverer;
@@ -56,30 +57,102 @@ pub fn worker_config(batch_size: u32) -> WorkerConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Cell {
     pub workers: usize,
     pub batch: u32,
     pub jobs: i64,
+    #[serde(serialize_with = "rounded::<3, _>")]
     pub secs: f64,
+    #[serde(serialize_with = "rounded::<1, _>")]
     pub jobs_per_sec: f64,
+    #[serde(serialize_with = "rounded::<4, _>")]
     pub cpu_ms_per_job: f64,
     /// Every repetition's jobs/s (the figures above are the best one's).
+    #[serde(rename = "runs_jobs_per_sec", serialize_with = "rounded_all::<1, _>")]
     pub runs: Vec<f64>,
 }
 
-impl Cell {
-    pub fn json(&self) -> Value {
-        json!({
-            "workers": self.workers,
-            "batch": self.batch,
-            "jobs": self.jobs,
-            "secs": round(self.secs, 3),
-            "jobs_per_sec": round(self.jobs_per_sec, 1),
-            "cpu_ms_per_job": round(self.cpu_ms_per_job, 4),
-            "runs_jobs_per_sec": self.runs.iter().map(|r| round(*r, 1)).collect::<Vec<_>>(),
-        })
+/// 1: the grid of workers × batch sizes.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Worked {
+    /// Due jobs each run drains.
+    pub jobs: i64,
+    pub worker_concurrency: usize,
+    pub runs_per_cell: usize,
+    /// Batch by batch, workers by workers, in the plan's order.
+    pub grid: Vec<Cell>,
+    pub best: Cell,
+}
+
+impl Worked {
+    pub fn at(&self, batch: u32, workers: usize) -> Option<&Cell> {
+        self.grid
+            .iter()
+            .find(|c| c.batch == batch && c.workers == workers)
     }
+
+    /// The grid's batch sizes, in order.
+    pub fn batches(&self) -> Vec<u32> {
+        distinct(self.grid.iter().map(|c| c.batch))
+    }
+
+    /// The grid's worker counts, in order.
+    pub fn workers(&self) -> Vec<usize> {
+        distinct(self.grid.iter().map(|c| c.workers))
+    }
+}
+
+fn distinct<T: PartialEq>(values: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// Every cell of the plan's grid, each the best of `plan.reps` runs.
+pub async fn grid(bench: &Bench, plan: &Plan) -> Result<Worked> {
+    let mut grid = Vec::new();
+    for &batch in &plan.batches {
+        for &workers in &plan.workers {
+            crate::step!(
+                "worked jobs/s: {} jobs, {workers} workers, batch {batch}",
+                plan.jobs
+            );
+            grid.push(best_of(bench, plan, workers, batch).await?);
+        }
+    }
+    let best = grid
+        .iter()
+        .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+        .cloned()
+        .context("an empty grid")?;
+    Ok(Worked {
+        jobs: plan.jobs,
+        worker_concurrency: worker_config(100).concurrency,
+        runs_per_cell: plan.reps,
+        grid,
+        best,
+    })
+}
+
+/// The best of `plan.reps` runs of one cell (like the ceiling and the peer), with every
+/// run's jobs/s.
+async fn best_of(bench: &Bench, plan: &Plan, workers: usize, batch: u32) -> Result<Cell> {
+    let mut best = cell(bench, plan.jobs, workers, batch).await?;
+    for _ in 1..plan.reps {
+        let again = cell(bench, plan.jobs, workers, batch).await?;
+        let mut runs = std::mem::take(&mut best.runs);
+        runs.extend(again.runs.iter().copied());
+        if again.jobs_per_sec > best.jobs_per_sec {
+            best = again;
+        }
+        best.runs = runs;
+    }
+    Ok(best)
 }
 
 /// Opens `n` stores (one connection each) before any clock starts: a warm Lambda holds its

@@ -6,6 +6,7 @@
 //! - [`ingest`]: the HTTP API (validation, idempotency, tenant from the authorizer).
 //! - [`delivery`] and [`worker`]: the delivery port, its SNS/SES adapters, and the claim loop.
 //! - [`sweeper`]: rescuing jobs left in processing by a lost worker.
+//! - [`stats`]: the one percentile (nearest rank) of the workspace's latency figures.
 
 pub mod config;
 pub mod custom_resource;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod ingest;
 pub mod migrate;
 pub mod startup;
+pub mod stats;
 pub mod store;
 pub mod sweeper;
 pub mod worker;

@@ -18,7 +18,6 @@ pub mod row;
 pub mod runtime;
 pub mod scenarios;
 pub mod sends;
-pub mod stats;
 pub mod suite;
 
 pub use row::{table, Row};

@@ -1,0 +1,87 @@
+//! One run: every part in turn on the benchmark's databases, into [`Results`].
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+use crate::cpu::Cpu;
+use crate::db::Bench;
+use crate::results::{Machine, Results};
+use crate::Plan;
+use crate::{ceiling, claim, cold_start, ingest, latency, peer, worked};
+
+pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
+    let started = Instant::now();
+    let machine = Machine::now();
+    let date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    crate::step!("setting up the databases");
+    let bench = Bench::setup(url).await?;
+    let postgres = bench.settings().await?;
+    // 8: cold starts first, while the machine is quiet (and a function that cannot start
+    // fails the run before the long parts)
+    crate::step!(
+        "cold start: ingest, worker, sweeper × migrations on/off, {} rounds",
+        plan.cold_runs
+    );
+    let cold_start = cold_start::measure(&bench, plan.cold_runs).await?;
+    let worked = worked::grid(&bench, plan).await?;
+    let ours = worked.best.jobs_per_sec;
+    let mut ceiling = ceiling::grid(&bench, plan).await?;
+    ceiling.ours_best_over_ceiling_best = ceiling.best.as_ref().map(|c| ours / c.jobs_per_sec);
+    let mut peer = peer::measure(&bench, plan).await;
+    peer.ours_best_over_peer_best = peer.best.as_ref().map(|p| ours / p.jobs_per_sec);
+    let ingest = ingest::measure(&bench, plan).await?;
+    let accept_to_provider = latency::measure(&bench, plan).await?;
+    let claim_latency = claim::measure(&bench, plan).await?;
+    let load_after = loadavg();
+    bench.teardown().await;
+    Ok(Results {
+        mode: if plan.quick { "quick" } else { "full" },
+        date,
+        build: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "optimized"
+        },
+        machine,
+        postgres,
+        cold_start,
+        cpu: Cpu::of(&worked),
+        worked,
+        ceiling,
+        peer,
+        ingest,
+        accept_to_provider,
+        claim_latency,
+        load_after,
+        total_secs: started.elapsed().as_secs_f64(),
+    })
+}
+
+impl Machine {
+    fn now() -> Self {
+        Self {
+            cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu: cpu_model(),
+            load_before: loadavg(),
+        }
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.into())
+}

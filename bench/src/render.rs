@@ -1,0 +1,293 @@
+//! The human table: every part of [`Results`] in the order of the questions, then the
+//! targets. Only formatting here; the figures and verdicts are computed before.
+
+use crate::cpu::FULL_VCPU_MB;
+use crate::results::Results;
+use crate::say;
+use crate::targets::Target;
+
+pub fn render(r: &Results, targets: &[Target]) {
+    header(r);
+    say!("");
+    worked(r);
+    say!("");
+    ceiling(r);
+    say!("");
+    peer(r);
+    say!("");
+    claim(r);
+    say!("");
+    ingest(r);
+    say!("");
+    accept_to_provider(r);
+    say!("");
+    cpu(r);
+    say!("");
+    r.cold_start.render();
+    say!("");
+    verdicts(targets);
+    say!(
+        "load average after: {}; total time {:.0} s",
+        r.load_after,
+        r.total_secs
+    );
+}
+
+/// A count with thousands separators; `-` when there is none.
+pub fn fmt_n(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let n = v.round() as i64;
+    let s = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// Milliseconds, two decimals below 100; `-` when there is none.
+pub fn ms(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.2} ms")
+    }
+}
+
+fn header(r: &Results) {
+    say!(
+        "notification-service benchmark ({} mode, {} build) — {}",
+        r.mode,
+        r.build,
+        r.date
+    );
+    say!(
+        "machine: {} cores, {}; load average before: {}",
+        r.machine.cores,
+        r.machine.cpu,
+        r.machine.load_before
+    );
+    let pg = |name: &str| r.postgres.get(name).map_or("?", String::as_str);
+    say!(
+        "postgres {}: fsync={} synchronous_commit={} full_page_writes={} shared_buffers={}",
+        pg("server_version"),
+        pg("fsync"),
+        pg("synchronous_commit"),
+        pg("full_page_writes"),
+        pg("shared_buffers"),
+    );
+}
+
+/// The grid's column header (workers) and one row per batch size, `cell`'s figure in each.
+fn grid(r: &Results, cell: impl Fn(u32, usize) -> Option<f64>) -> Vec<String> {
+    let workers = r.worked.workers();
+    let mut header = "   batch \\ workers".to_owned();
+    for w in &workers {
+        header.push_str(&format!("{w:>12}"));
+    }
+    let mut lines = vec![header];
+    for batch in r.worked.batches() {
+        let mut line = format!("   {batch:>17}");
+        for &w in &workers {
+            line.push_str(&format!(
+                "{:>12}",
+                fmt_n(cell(batch, w).unwrap_or(f64::NAN))
+            ));
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+fn worked(r: &Results) {
+    let w = &r.worked;
+    say!("1. worked jobs/s ({} due jobs; each worker = own connection + shared::worker::run, WORKER_CONCURRENCY default, no-op delivery; delivery rows written; best of {} runs)", w.jobs, w.runs_per_cell);
+    for line in grid(r, |b, n| w.at(b, n).map(|c| c.jobs_per_sec)) {
+        say!("{line}");
+    }
+    say!(
+        "   best: {} jobs/s ({} workers, batch {})",
+        fmt_n(w.best.jobs_per_sec),
+        w.best.workers,
+        w.best.batch
+    );
+}
+
+fn ceiling(r: &Results) {
+    let c = &r.ceiling;
+    say!("6. ceiling: shared/sql/claim.sql + complete.sql driven by pgbench (-M prepared), same grid, best of {} runs", c.runs_per_cell);
+    if !c.grid.is_empty() {
+        let lines = grid(r, |b, n| c.at(b, n).map(|c| c.jobs_per_sec));
+        say!(
+            "{}",
+            lines[0].replace("batch \\ workers    ", "batch \\ connections")
+        );
+        for (line, batch) in lines[1..].iter().zip(r.worked.batches()) {
+            let mut ratios = String::from("   ours ÷ ceiling:");
+            for w in r.worked.workers() {
+                if let (Some(c), Some(o)) = (c.at(batch, w), r.worked.at(batch, w)) {
+                    ratios.push_str(&format!(" {:.2}", o.jobs_per_sec / c.jobs_per_sec));
+                }
+            }
+            say!("{line}{ratios}");
+        }
+    }
+    if let Some(note) = &c.note {
+        say!("   ceiling incomplete: {note}");
+    }
+    if let (Some(best), Some(ratio)) = (&c.best, c.ours_best_over_ceiling_best) {
+        say!("   best ceiling: {} jobs/s ({} connections, batch {}); our best ÷ best ceiling = {ratio:.2}", fmt_n(best.jobs_per_sec), best.clients, best.batch);
+    }
+}
+
+fn peer(r: &Results) {
+    let p = &r.peer;
+    if p.runs.is_empty() {
+        say!("5. peer: {}", p.status);
+    } else {
+        // the plan's runs per cell, as for the grid
+        say!(
+            "5. peer: {} (best of {} runs each)",
+            p.status,
+            r.worked.runs_per_cell
+        );
+    }
+    let s = &p.settings;
+    say!("   settings of its own performance test: {} concurrent jobs per process, pool {}, localQueue.size {}, completeJobBatchDelay {}, failJobBatchDelay {}", s.concurrent_jobs, s.max_pool_size, s.local_queue_size, s.complete_job_batch_delay, s.fail_job_batch_delay);
+    for run in &p.runs {
+        say!(
+            "   {} process(es): {} jobs/s ({} jobs in {:.2} s, start-up {:.2} s subtracted)",
+            run.processes,
+            fmt_n(run.jobs_per_sec),
+            run.jobs,
+            run.secs,
+            run.startup_secs
+        );
+    }
+    if let (Some(best), Some(ratio)) = (&p.best, p.ours_best_over_peer_best) {
+        say!(
+            "   best: {} jobs/s ({} processes); our best ÷ graphile-worker's best = {ratio:.2}",
+            fmt_n(best.jobs_per_sec),
+            best.processes
+        );
+    }
+}
+
+fn claim(r: &Results) {
+    let c = &r.claim_latency;
+    let finished = fmt_n(c.finished_rows as f64);
+    say!("2. claim latency per claim (claim.sql via JobStore::claim, one connection draining {} due jobs; each batch then completed)", c.due_jobs);
+    say!(
+        "   {:>6} {:>22} {:>22} {:>16}",
+        "batch",
+        "0 finished p50 / p99",
+        format!("{finished} finished p50 / p99"),
+        "ratio p50 / p99"
+    );
+    for b in &c.batches {
+        let (a, m) = (&b.finished_0.claim, &b.finished_many.claim);
+        say!(
+            "   {:>6} {:>22} {:>22} {:>16}",
+            b.batch,
+            format!("{} / {}", ms(a.p50_ms), ms(a.p99_ms)),
+            format!("{} / {}", ms(m.p50_ms), ms(m.p99_ms)),
+            format!("{:.2} / {:.2}", b.ratio_p50, b.ratio_p99)
+        );
+    }
+    say!("   EXPLAIN (ANALYZE, BUFFERS) of the claim, batch 100, with {finished} finished rows:");
+    for l in c.explain_finished_many.lines() {
+        say!("     {l}");
+    }
+}
+
+fn ingest(r: &Results) {
+    say!("3. ingest: Ingest::handle in-process (API Gateway v2 event, SMS with an Idempotency-Key), one connection per instance");
+    for run in [&r.ingest.concurrency_1, &r.ingest.concurrency_8] {
+        say!(
+            "   concurrency {}: p50 {} p99 {}, {} requests/s ({} requests)",
+            run.concurrency,
+            ms(run.latency.p50_ms),
+            ms(run.latency.p99_ms),
+            fmt_n(run.per_sec),
+            run.latency.n
+        );
+    }
+}
+
+fn accept_to_provider(r: &Results) {
+    let a = &r.accept_to_provider;
+    let (on, off) = (&a.polling_on, &a.polling_off);
+    let period = off.scaled_period_secs;
+    let (measured, work) = (&off.measured_at_scaled_period, &off.work_after_tick);
+    let projected = &off.projected_1min_schedule;
+    say!(
+        "4. accept → provider call ({} requests/s through ingest; one worker, batch 100)",
+        a.rate_per_sec
+    );
+    say!("   polling on (WORKER_POLL_SECS set; empty queue polled every {} ms): p50 {} p99 {} ({} jobs)", shared::worker::POLL_INTERVAL.as_millis(), ms(on.p50_ms), ms(on.p99_ms), on.n);
+    say!("   polling off, schedule scaled to {period} s (measured): p50 {} p99 {}; work after the tick p50 {} p99 {}", ms(measured.p50_ms), ms(measured.p99_ms), ms(work.p50_ms), ms(work.p99_ms));
+    say!("   polling off, 1-minute EventBridge schedule (projected: wait × 60/{period} + measured work): p50 {:.1} s p99 {:.1} s", projected.p50_ms / 1000.0, projected.p99_ms / 1000.0);
+}
+
+fn cpu(r: &Results) {
+    let c = &r.cpu;
+    let l = &c.lambda;
+    let (memory, price) = (l.memory_mb, l.usd_per_gb_second);
+    say!("7. worker CPU (getrusage of this process over each worked-jobs run; user + system)");
+    say!(
+        "   per delivered job: {:.4} CPU-ms at 1 worker, batch {}; {:.4} at the best cell",
+        c.cpu_ms_per_job,
+        c.cell.batch,
+        c.best_cell_cpu_ms_per_job
+    );
+    say!("   Lambda at {memory:.0} MB {} (${price}/GB-s, us-east-1 first tier; {memory:.0}/{FULL_VCPU_MB:.0} of a vCPU):", l.arch);
+    say!("   billed time per job ≈ max(wall {:.4} ms at 1 worker, CPU {:.4} ms × {:.2} throttling) = {:.4} ms → ${:.4} per million notifications (duration only; the per-minute invocations' request charge is not per notification; CPU measured on this machine, not Graviton)", l.wall_ms_per_job, c.cpu_ms_per_job, l.cpu_throttling, l.billed_ms_per_job, l.usd_per_million_notifications);
+}
+
+fn verdicts(targets: &[Target]) {
+    say!("targets (reported, not enforced):");
+    for t in targets {
+        let verdict = match t.met {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not measured",
+        };
+        say!(
+            "   {:<68} {:>10} (want {}) {verdict}",
+            t.name,
+            t.got,
+            t.want
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_have_thousands_separators() {
+        assert_eq!(fmt_n(1_234_567.4), "1,234,567");
+        assert_eq!(fmt_n(-1_000.0), "-1,000");
+        assert_eq!(fmt_n(999.5), "1,000");
+        assert_eq!(fmt_n(f64::NAN), "-");
+    }
+
+    #[test]
+    fn a_hand_built_run_renders() {
+        let results = crate::results::example();
+        render(&results, &crate::targets::targets(&results));
+        render(&Results::default(), &[]);
+    }
+}

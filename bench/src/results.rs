@@ -1,0 +1,159 @@
+//! Everything a run measured. [`crate::measure`] fills it in, [`crate::targets`] judges it,
+//! [`crate::render`] prints it as the table, and the `BENCH` line is its JSON ([`Report`]).
+//! Figures are kept exact; the JSON rounds them (see [`crate::stats::rounded`]).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::ceiling::Ceilings;
+use crate::claim::ClaimLatency;
+use crate::cold_start::ColdStart;
+use crate::cpu::Cpu;
+use crate::ingest::IngestRuns;
+use crate::latency::AcceptToProvider;
+use crate::peer::Peer;
+use crate::stats::rounded;
+use crate::targets::Target;
+use crate::worked::Worked;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Results {
+    /// `quick` or `full`.
+    pub mode: &'static str,
+    /// When the run started (RFC 3339, UTC).
+    pub date: String,
+    /// `debug` or `optimized`.
+    pub build: &'static str,
+    pub machine: Machine,
+    /// The server's version and the settings that decide durability (`SHOW name`).
+    pub postgres: BTreeMap<String, String>,
+    /// 8
+    pub cold_start: ColdStart,
+    /// 1
+    pub worked: Worked,
+    /// 6
+    pub ceiling: Ceilings,
+    /// 5
+    pub peer: Peer,
+    /// 3
+    pub ingest: IngestRuns,
+    /// 4
+    pub accept_to_provider: AcceptToProvider,
+    /// 2
+    pub claim_latency: ClaimLatency,
+    /// 7
+    pub cpu: Cpu,
+    /// The load average after the run (1, 5 and 15 minutes).
+    pub load_after: String,
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub total_secs: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub cpu: String,
+    /// The load average before the run (1, 5 and 15 minutes).
+    pub load_before: String,
+}
+
+/// The `BENCH {json}` line: every figure, and the targets.
+#[derive(Serialize)]
+pub struct Report<'a> {
+    #[serde(flatten)]
+    pub results: &'a Results,
+    pub targets: &'a [Target],
+}
+
+/// A hand-built run for the tests: the quick grid, every target met.
+#[cfg(test)]
+pub fn example() -> Results {
+    use crate::claim::ClaimBatch;
+    use crate::stats::Latency;
+    use crate::worked::Cell;
+
+    let cell = |workers, jobs_per_sec| Cell {
+        workers,
+        batch: 100,
+        jobs: 5_000,
+        secs: 5_000.0 / jobs_per_sec,
+        jobs_per_sec,
+        cpu_ms_per_job: 0.02,
+        runs: vec![jobs_per_sec],
+    };
+    let latency = |p50_ms, p99_ms| Latency {
+        n: 100,
+        p50_ms,
+        p99_ms,
+    };
+    let grid = vec![cell(1, 11_000.0), cell(2, 12_345.6)];
+    let mut results = Results {
+        worked: Worked {
+            jobs: 5_000,
+            best: grid[1].clone(),
+            grid,
+            ..Worked::default()
+        },
+        ..Results::default()
+    };
+    results.ceiling.ours_best_over_ceiling_best = Some(0.95);
+    results.peer.ours_best_over_peer_best = Some(1.25);
+    results.claim_latency.batches = vec![ClaimBatch {
+        batch: 100,
+        ratio_p50: 1.1,
+        ..ClaimBatch::default()
+    }];
+    results.ingest.concurrency_1.latency = latency(0.8, 1.394);
+    results.accept_to_provider.polling_on = latency(127.0, 251.0);
+    results.cold_start.ingest_minus_handshake_ms = 9.21;
+    results.cpu = Cpu::of(&results.worked);
+    results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    #[test]
+    fn the_bench_line_keeps_the_keys_readers_use() {
+        let results = example();
+        let targets = crate::targets::targets(&results);
+        let line = serde_json::to_string(&Report {
+            results: &results,
+            targets: &targets,
+        })
+        .unwrap();
+        let json: Value = serde_json::from_str(&line).unwrap();
+        let at = |path: &str| json.pointer(path).cloned().unwrap_or(Value::Null);
+        assert_eq!(at("/worked/best/jobs_per_sec"), 12_345.6);
+        assert_eq!(at("/worked/grid/0/runs_jobs_per_sec/0"), 11_000.0);
+        assert_eq!(at("/ceiling/ours_best_over_ceiling_best"), 0.95);
+        assert_eq!(at("/peer/ours_best_over_peer_best"), 1.25);
+        assert_eq!(at("/peer/settings/concurrent_jobs"), 24);
+        assert_eq!(at("/claim_latency/batches/0/ratio_p50"), 1.1);
+        assert_eq!(at("/ingest/concurrency_1/p99_ms"), 1.394);
+        assert_eq!(at("/accept_to_provider/polling_on/p50_ms"), 127.0);
+        assert_eq!(at("/cold_start/ingest_minus_handshake_ms"), 9.21);
+        assert_eq!(at("/cpu/cell/workers"), 1);
+        assert_eq!(
+            at("/targets/0/target"),
+            "worked jobs/s ≥ 1.0× graphile-worker"
+        );
+        assert_eq!(at("/targets/0/value"), "1.25");
+        assert_eq!(at("/targets/0/met"), true);
+        assert!(json["ceiling"]["best"].is_null(), "absent figures are null");
+        for key in [
+            "mode",
+            "date",
+            "build",
+            "machine",
+            "postgres",
+            "load_after",
+            "total_secs",
+        ] {
+            assert!(json.get(key).is_some(), "{key}");
+        }
+    }
+}

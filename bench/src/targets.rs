@@ -1,0 +1,151 @@
+//! The goals (issues 7 and 12), judged from the results alone: reported, never enforced.
+
+use serde::Serialize;
+
+use crate::cold_start::GOAL_MS;
+use crate::render::{fmt_n, ms};
+use crate::results::Results;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Target {
+    #[serde(rename = "target")]
+    pub name: &'static str,
+    pub want: String,
+    /// The figure, formatted as the table shows it.
+    #[serde(rename = "value")]
+    pub got: String,
+    /// `None`: not measured in this run.
+    pub met: Option<bool>,
+}
+
+/// Every target with this run's figure and whether it was met.
+pub fn targets(r: &Results) -> Vec<Target> {
+    let ratio = |v: Option<f64>| v.map_or("not measured".into(), |r| format!("{r:.2}"));
+    let peer = r.peer.ours_best_over_peer_best;
+    let ceiling = r.ceiling.ours_best_over_ceiling_best;
+    let best = r.worked.best.jobs_per_sec;
+    let claim = r
+        .claim_latency
+        .batches
+        .iter()
+        .find(|b| b.batch == 100)
+        .map(|b| b.ratio_p50);
+    let ingest_p99 = r.ingest.concurrency_1.latency.p99_ms;
+    let polling_p50 = r.accept_to_provider.polling_on.p50_ms;
+    let cold = r.cold_start.ingest_minus_handshake_ms;
+    vec![
+        Target {
+            name: "worked jobs/s ≥ 1.0× graphile-worker",
+            want: "≥ 1.00".into(),
+            got: ratio(peer),
+            met: peer.map(|r| r >= 1.0),
+        },
+        Target {
+            name: "worked jobs/s ≥ 0.9× pgbench ceiling",
+            want: "≥ 0.90".into(),
+            got: ratio(ceiling),
+            met: ceiling.map(|r| r >= 0.9),
+        },
+        Target {
+            name: "worked jobs/s ≥ 10,000 on this machine",
+            want: "≥ 10,000".into(),
+            got: fmt_n(best),
+            met: Some(best >= 10_000.0),
+        },
+        Target {
+            name: "claim latency with many finished rows ÷ with none (p50, batch 100)",
+            want: "≤ 1.20".into(),
+            got: ratio(claim),
+            met: claim.map(|r| r <= 1.2),
+        },
+        Target {
+            name: "ingest p99 ≤ 5 ms (concurrency 1)",
+            want: "≤ 5 ms".into(),
+            got: ms(ingest_p99),
+            met: Some(ingest_p99 <= 5.0),
+        },
+        Target {
+            name: "accept → provider p50 ≤ 1 s, polling on",
+            want: "≤ 1 s".into(),
+            got: ms(polling_p50),
+            met: Some(polling_p50 <= 1000.0),
+        },
+        Target {
+            name: "ingest cold start − DB handshake ≤ 50 ms (migrations off)",
+            want: format!("≤ {GOAL_MS} ms"),
+            got: ms(cold),
+            met: Some(cold <= GOAL_MS),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::example;
+
+    fn verdicts(r: &Results) -> Vec<(String, Option<bool>)> {
+        targets(r).into_iter().map(|t| (t.got, t.met)).collect()
+    }
+
+    #[test]
+    fn a_run_that_meets_every_goal() {
+        let got = verdicts(&example());
+        let want = [
+            ("1.25", Some(true)),
+            ("0.95", Some(true)),
+            ("12,346", Some(true)),
+            ("1.10", Some(true)),
+            ("1.39 ms", Some(true)),
+            ("127 ms", Some(true)),
+            ("9.21 ms", Some(true)),
+        ];
+        let want: Vec<_> = want.iter().map(|(g, m)| (g.to_string(), *m)).collect();
+        assert_eq!(got, want);
+        let cold = targets(&example()).pop().unwrap();
+        assert_eq!(cold.want, "≤ 50 ms");
+    }
+
+    #[test]
+    fn each_goal_is_missed_just_past_its_bound_and_met_on_it() {
+        let mut r = example();
+        r.peer.ours_best_over_peer_best = Some(0.999);
+        r.ceiling.ours_best_over_ceiling_best = Some(0.9);
+        r.worked.best.jobs_per_sec = 9_999.0;
+        r.claim_latency.batches[0].ratio_p50 = 1.2;
+        r.ingest.concurrency_1.latency.p99_ms = 5.01;
+        r.accept_to_provider.polling_on.p50_ms = 1000.0;
+        r.cold_start.ingest_minus_handshake_ms = 50.001;
+        let met: Vec<_> = targets(&r).into_iter().map(|t| t.met).collect();
+        let want = [false, true, false, true, false, true, false];
+        assert_eq!(met, want.map(Some));
+    }
+
+    #[test]
+    fn what_was_not_measured_is_neither_met_nor_missed() {
+        let mut r = example();
+        r.peer.ours_best_over_peer_best = None;
+        r.ceiling.ours_best_over_ceiling_best = None;
+        r.claim_latency.batches.retain(|b| b.batch != 100);
+        let t = targets(&r);
+        for t in &t[..2] {
+            assert_eq!(
+                (t.got.as_str(), t.met),
+                ("not measured", None),
+                "{}",
+                t.name
+            );
+        }
+        assert_eq!((t[3].got.as_str(), t[3].met), ("not measured", None));
+    }
+
+    #[test]
+    fn a_figure_that_is_missing_misses_its_goal() {
+        let mut r = example();
+        r.ingest.concurrency_1.latency.p99_ms = f64::NAN;
+        r.cold_start.ingest_minus_handshake_ms = f64::NAN;
+        let t = targets(&r);
+        assert_eq!((t[4].got.as_str(), t[4].met), ("-", Some(false)));
+        assert_eq!((t[6].got.as_str(), t[6].met), ("-", Some(false)));
+    }
+}
