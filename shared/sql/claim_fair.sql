@@ -8,7 +8,9 @@
 --  * The budget is reserved by an upsert on organization_claim_counts, which works on the
 --    latest committed count (not this statement's snapshot): concurrent claimers never take
 --    more than the budget together.
---  * SKIP LOCKED as in claim.sql: rows another claimer holds are skipped.
+--  * SKIP LOCKED as in claim.sql: rows another claimer holds are skipped. The rows are
+--    chosen first and only the chosen ones locked, so a claim locks at most $1 rows however
+--    many organizations have due jobs.
 --  * The claim itself is claim.sql's UPDATE (from `UPDATE` on), put in place of the marker
 --    at the end when the statement is prepared.
 WITH RECURSIVE orgs AS (
@@ -46,6 +48,7 @@ budgets AS (
            ON c.organization_id = o.organization_id
           AND c.minute = date_trunc('minute', coalesce($2::timestamptz, now()))
 ),
+-- the next rows in line: read, not locked (a claim must lock only what it claims)
 candidates AS (
     SELECT c.id, c.organization_id, c.next_attempt_at,
            row_number() OVER (PARTITION BY c.organization_id ORDER BY c.next_attempt_at) AS turn
@@ -59,14 +62,30 @@ candidates AS (
           AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
         ORDER BY next_attempt_at
         LIMIT LEAST(b.left_now::bigint, $1::bigint)
-        FOR UPDATE SKIP LOCKED
     ) AS c
 ),
-picked AS (
-    SELECT id, organization_id, turn
+chosen AS (
+    SELECT id, turn
     FROM candidates
     ORDER BY turn, next_attempt_at
     LIMIT $1::bigint
+),
+-- only the chosen rows are locked; one another claimer holds (or claimed since this
+-- statement's snapshot: the conditions are checked again on the latest row) is skipped
+locked AS (
+    SELECT j.id, j.organization_id, ch.turn
+    FROM notification_jobs AS j
+    JOIN chosen AS ch ON ch.id = j.id
+    WHERE j.status IN ('pending', 'failed')
+      AND j.next_attempt_at <= coalesce($2::timestamptz, now())
+      AND (j.expires_at IS NULL OR j.expires_at > coalesce($2::timestamptz, now()))
+    FOR UPDATE OF j SKIP LOCKED
+),
+-- each organization's locked rows in its own order (a skipped row leaves no gap)
+picked AS (
+    SELECT id, organization_id,
+           row_number() OVER (PARTITION BY organization_id ORDER BY turn) AS turn
+    FROM locked
 ),
 wanted AS (
     SELECT p.organization_id, count(*)::int AS n, b.per_minute

@@ -5,6 +5,14 @@
 //! so several runners at once are safe: one applies, the others wait and then find nothing
 //! left to do. A file edited after it was applied is refused.
 //!
+//! A file whose first line is `-- migrate: no-transaction` holds statements that cannot
+//! run in a transaction (`CREATE INDEX CONCURRENTLY`, which builds without blocking writes
+//! on a deployed queue). Its statements run one at a time, each ending with `;` at the end
+//! of a line, and must be idempotent (`IF NOT EXISTS`): two runners may both run them (a
+//! concurrent index build waits for the other). Afterwards every index must be valid (an
+//! interrupted concurrent build leaves an invalid one, which is named in the error), and
+//! the file is recorded under the lock.
+//!
 //! Deployed, the runner runs once per deploy (the template's custom resource, or
 //! `make migrate`), not at every cold start.
 
@@ -40,6 +48,11 @@ pub enum MigrateError {
         #[source]
         source: tokio_postgres::Error,
     },
+    #[error(
+        "index {index} is invalid (an interrupted CREATE INDEX CONCURRENTLY): \
+         run DROP INDEX CONCURRENTLY {index}; then migrate again"
+    )]
+    InvalidIndex { index: String },
     #[error("cannot read or lock the migration table")]
     Database(#[source] tokio_postgres::Error),
 }
@@ -56,6 +69,36 @@ struct Migration<'a> {
     name: &'a str,
     sql: &'a str,
     checksum: String,
+}
+
+/// The first line of a file that must run outside a transaction.
+const NO_TRANSACTION: &str = "-- migrate: no-transaction";
+
+impl Migration<'_> {
+    fn in_transaction(&self) -> bool {
+        self.sql.lines().next().map(str::trim) != Some(NO_TRANSACTION)
+    }
+
+    /// The statements of a no-transaction file: each ends with `;` at the end of a line.
+    fn statements(&self) -> impl Iterator<Item = String> + '_ {
+        let mut current = String::new();
+        let mut lines = self.sql.lines();
+        std::iter::from_fn(move || {
+            for line in lines.by_ref() {
+                current.push_str(line);
+                current.push('\n');
+                if line.trim_end().ends_with(';') {
+                    return Some(std::mem::take(&mut current));
+                }
+            }
+            let rest = std::mem::take(&mut current);
+            let code = rest.lines().any(|l| {
+                let l = l.trim();
+                !l.is_empty() && !l.starts_with("--")
+            });
+            code.then_some(rest)
+        })
+    }
 }
 
 /// A file's version number, from its name (`0003_x.sql` → 3).
@@ -91,7 +134,18 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     name       text NOT NULL,
     checksum   text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
+);
+-- a no-transaction file being applied by a runner (two concurrent index builds deadlock)
+CREATE TABLE IF NOT EXISTS schema_migration_claims (
+    version    int PRIMARY KEY,
+    claimed_at timestamptz NOT NULL DEFAULT now()
 )";
+
+const RELEASE_CLAIM: &str = "DELETE FROM schema_migration_claims WHERE version = $1";
+
+/// A claim on a no-transaction file older than this, with no index build running, was left
+/// by a runner that died: another runner takes the file over.
+const CLAIM_STALE_SECS: f64 = 60.0;
 
 /// Applies the given migration files (the tests pass edited sets).
 ///
@@ -99,6 +153,7 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
 /// transaction-scoped advisory lock and reads what is applied: the lock ends with the
 /// transaction, so the runner works through a transaction-pooling PgBouncer or RDS Proxy
 /// (a session lock would outlive the server connection it was taken on, or pin it).
+/// A no-transaction file is claimed under that lock instead, and applied after it.
 pub async fn run_files(
     client: &mut Client,
     files: &[(&'static str, &'static str)],
@@ -106,41 +161,8 @@ pub async fn run_files(
     let migrations = parse(files)?;
     let mut report = MigrateReport::default();
     loop {
-        let tx = client.transaction().await.map_err(MigrateError::Database)?;
-        tx.execute_typed(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[(&LOCK_KEY, Type::INT8)],
-        )
-        .await
-        .map_err(MigrateError::Database)?;
-        tx.batch_execute(CREATE_TABLE)
-            .await
-            .map_err(MigrateError::Database)?;
-        let applied: HashMap<i32, String> = tx
-            .query_typed("SELECT version, checksum FROM schema_migrations", &[])
-            .await
-            .map_err(MigrateError::Database)?
-            .iter()
-            .map(|row| (row.get("version"), row.get("checksum")))
-            .collect();
-        let mut pending = None;
-        for m in &migrations {
-            match applied.get(&m.version) {
-                Some(checksum) if *checksum != m.checksum => {
-                    return Err(MigrateError::Edited {
-                        name: m.name.to_owned(),
-                        applied: checksum.clone(),
-                        file: m.checksum.clone(),
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    pending = Some(m);
-                    break;
-                }
-            }
-        }
-        let Some(m) = pending else {
+        let tx = locked(client).await?;
+        let Some(m) = next_pending(&tx, &migrations).await? else {
             tx.commit().await.map_err(MigrateError::Database)?;
             report.already_applied = migrations.len() - report.applied.len();
             return Ok(report);
@@ -149,20 +171,178 @@ pub async fn run_files(
             name: m.name.to_owned(),
             source,
         };
-        tx.batch_execute(m.sql).await.map_err(err)?;
-        tx.execute_typed(
-            "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-            &[
-                (&m.version, Type::INT4),
-                (&m.name, Type::TEXT),
-                (&m.checksum, Type::TEXT),
-            ],
+        let recorded = if m.in_transaction() {
+            tx.batch_execute(m.sql).await.map_err(err)?;
+            let recorded = record(&tx, m).await?;
+            tx.commit().await.map_err(err)?;
+            recorded
+        } else if claim(&tx, m).await? {
+            tx.commit().await.map_err(MigrateError::Database)?;
+            match apply_outside_transaction(client, m).await {
+                Ok(recorded) => recorded,
+                Err(err) => {
+                    // a failed build leaves nothing to wait for: the next runner goes ahead
+                    let _ = client
+                        .execute_typed(RELEASE_CLAIM, &[(&m.version, Type::INT4)])
+                        .await;
+                    return Err(err);
+                }
+            }
+        } else {
+            // another runner is applying it: look again shortly
+            tx.commit().await.map_err(MigrateError::Database)?;
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            continue;
+        };
+        // a file another runner recorded first is that runner's
+        if recorded {
+            tracing::info!(migration = m.name, "applied migration");
+            report.applied.push(m.name.to_owned());
+        }
+    }
+}
+
+/// A transaction holding the migration lock (until it ends).
+async fn locked(client: &mut Client) -> Result<tokio_postgres::Transaction<'_>, MigrateError> {
+    let tx = client.transaction().await.map_err(MigrateError::Database)?;
+    tx.execute_typed(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[(&LOCK_KEY, Type::INT8)],
+    )
+    .await
+    .map_err(MigrateError::Database)?;
+    Ok(tx)
+}
+
+/// The first file not applied yet; an applied file whose text changed is refused.
+async fn next_pending<'m>(
+    tx: &tokio_postgres::Transaction<'_>,
+    migrations: &'m [Migration<'static>],
+) -> Result<Option<&'m Migration<'static>>, MigrateError> {
+    tx.batch_execute(CREATE_TABLE)
+        .await
+        .map_err(MigrateError::Database)?;
+    let applied: HashMap<i32, String> = tx
+        .query_typed("SELECT version, checksum FROM schema_migrations", &[])
+        .await
+        .map_err(MigrateError::Database)?
+        .iter()
+        .map(|row| (row.get("version"), row.get("checksum")))
+        .collect();
+    for m in migrations {
+        match applied.get(&m.version) {
+            Some(checksum) if *checksum != m.checksum => {
+                return Err(MigrateError::Edited {
+                    name: m.name.to_owned(),
+                    applied: checksum.clone(),
+                    file: m.checksum.clone(),
+                })
+            }
+            Some(_) => {}
+            None => return Ok(Some(m)),
+        }
+    }
+    Ok(None)
+}
+
+/// Claims a no-transaction file for this runner (under the lock): false while another
+/// runner's claim is fresh or any index build is running in the database.
+async fn claim(
+    tx: &tokio_postgres::Transaction<'_>,
+    m: &Migration<'_>,
+) -> Result<bool, MigrateError> {
+    let claimed = tx
+        .query_typed(
+            "WITH busy AS (
+                 SELECT EXISTS (SELECT FROM schema_migration_claims
+                                WHERE version = $1
+                                  AND claimed_at > now() - make_interval(secs => $2))
+                     OR EXISTS (SELECT FROM pg_stat_progress_create_index
+                                WHERE datid = (SELECT oid FROM pg_database
+                                               WHERE datname = current_database()))
+                     AS busy
+             )
+             INSERT INTO schema_migration_claims AS c (version)
+             SELECT $1 FROM busy WHERE NOT busy.busy
+             ON CONFLICT (version) DO UPDATE SET claimed_at = now()
+             RETURNING c.version",
+            &[(&m.version, Type::INT4), (&CLAIM_STALE_SECS, Type::FLOAT8)],
         )
         .await
+        .map_err(MigrateError::Database)?;
+    Ok(!claimed.is_empty())
+}
+
+/// Records `m` as applied; false when it was already recorded.
+async fn record(
+    tx: &tokio_postgres::Transaction<'_>,
+    m: &Migration<'_>,
+) -> Result<bool, MigrateError> {
+    tx.execute_typed(
+        "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)
+         ON CONFLICT (version) DO NOTHING",
+        &[
+            (&m.version, Type::INT4),
+            (&m.name, Type::TEXT),
+            (&m.checksum, Type::TEXT),
+        ],
+    )
+    .await
+    .map(|rows| rows == 1)
+    .map_err(|source| MigrateError::Apply {
+        name: m.name.to_owned(),
+        source,
+    })
+}
+
+/// A no-transaction file: each statement on its own, then a check that no index was left
+/// invalid, then the record under the lock (another runner may have recorded it already).
+async fn apply_outside_transaction(
+    client: &mut Client,
+    m: &Migration<'_>,
+) -> Result<bool, MigrateError> {
+    let err = |source| MigrateError::Apply {
+        name: m.name.to_owned(),
+        source,
+    };
+    for statement in m.statements() {
+        client.batch_execute(&statement).await.map_err(err)?;
+    }
+    if let Some(index) = invalid_index(client).await.map_err(err)? {
+        return Err(MigrateError::InvalidIndex { index });
+    }
+    let tx = locked(client).await?;
+    let recorded = record(&tx, m).await?;
+    tx.execute_typed(RELEASE_CLAIM, &[(&m.version, Type::INT4)])
+        .await
         .map_err(err)?;
-        tx.commit().await.map_err(err)?;
-        tracing::info!(migration = m.name, "applied migration");
-        report.applied.push(m.name.to_owned());
+    tx.commit().await.map_err(err)?;
+    Ok(recorded)
+}
+
+/// Waits out concurrent index builds of other runners (a build in progress is an invalid
+/// index until it ends; `IF NOT EXISTS` does not wait for it), then fails with the name of
+/// an invalid index no one is building, if any.
+async fn invalid_index(client: &Client) -> Result<Option<String>, tokio_postgres::Error> {
+    loop {
+        let rows = client
+            .query_typed(
+                "SELECT i.indexrelid::regclass::text AS index,
+                        EXISTS (SELECT FROM pg_stat_progress_create_index AS p
+                                WHERE p.relid = i.indrelid AND p.pid <> pg_backend_pid())
+                            AS building
+                 FROM pg_index AS i
+                 JOIN pg_class AS c ON c.oid = i.indexrelid
+                 WHERE NOT i.indisvalid AND c.relnamespace = current_schema()::regnamespace
+                 ORDER BY 2, 1",
+                &[],
+            )
+            .await?;
+        match rows.first() {
+            None => return Ok(None),
+            Some(row) if !row.get::<_, bool>("building") => return Ok(Some(row.get("index"))),
+            Some(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
     }
 }
 
@@ -195,6 +375,29 @@ mod tests {
         let parsed = parse(MIGRATIONS).unwrap();
         assert!(parsed.len() >= 2);
         assert!(parsed.windows(2).all(|w| w[0].version < w[1].version));
+    }
+
+    #[test]
+    fn a_no_transaction_file_runs_statement_by_statement() {
+        let sql = "-- migrate: no-transaction\n-- why\nCREATE INDEX CONCURRENTLY a\n    ON t (x);\nCREATE INDEX CONCURRENTLY b ON t (y);\n-- trailing comment\n";
+        let files = [
+            ("0009_x.sql", sql),
+            ("0010_y.sql", "-- just a comment\nSELECT 1;"),
+        ];
+        let parsed = parse(&files).unwrap();
+        assert!(!parsed[0].in_transaction());
+        assert!(parsed[1].in_transaction());
+        let statements: Vec<String> = parsed[0].statements().collect();
+        assert_eq!(statements.len(), 2, "{statements:?}");
+        assert!(statements[0].contains("CREATE INDEX CONCURRENTLY a\n    ON t (x);"));
+        assert!(statements[1].trim().ends_with("ON t (y);"));
+        let unterminated = [("0011_z.sql", "-- migrate: no-transaction\nSELECT 1")];
+        let parsed = parse(&unterminated).unwrap();
+        assert_eq!(
+            parsed[0].statements().count(),
+            1,
+            "an unterminated last statement still runs"
+        );
     }
 
     #[test]

@@ -88,3 +88,54 @@ async fn a_failing_migration_leaves_nothing_half_applied() {
         integration_tests::count(&client, "SELECT count(*) FROM schema_migrations").await;
     assert_eq!(recorded as usize, MIGRATIONS.len());
 }
+
+#[tokio::test]
+async fn a_concurrent_index_build_runs_outside_a_transaction_and_an_interrupted_one_is_named() {
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    let mut files = MIGRATIONS.to_vec();
+    files.push((
+        "9000_table.sql",
+        "CREATE TABLE pairs (x int); INSERT INTO pairs VALUES (1), (1);",
+    ));
+    files.push((
+        "9001_index.sql",
+        "-- migrate: no-transaction\n\
+         CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS pairs_x ON pairs (x);\n",
+    ));
+    // the build fails on the duplicate and leaves an invalid index behind
+    let err = migrate::run_files(&mut client, &files).await.unwrap_err();
+    assert!(err.to_string().contains("9001_index.sql"), "{err}");
+    // IF NOT EXISTS would skip the invalid index: the runner names it instead
+    let err = migrate::run_files(&mut client, &files).await.unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("index pairs_x is invalid"), "{message}");
+    assert!(
+        message.contains("DROP INDEX CONCURRENTLY pairs_x"),
+        "{message}"
+    );
+    let recorded = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM schema_migrations WHERE version = 9001",
+    )
+    .await;
+    assert_eq!(recorded, 0, "an invalid build is not recorded");
+
+    client
+        .batch_execute(
+            "DROP INDEX pairs_x; DELETE FROM pairs WHERE ctid = (SELECT max(ctid) FROM pairs);",
+        )
+        .await
+        .unwrap();
+    let report = migrate::run_files(&mut client, &files).await.unwrap();
+    assert_eq!(report.applied, vec!["9001_index.sql".to_owned()]);
+    let valid: bool = client
+        .query_one(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = 'pairs_x'::regclass",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(valid);
+}

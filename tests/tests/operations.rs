@@ -307,3 +307,59 @@ async fn listing_pages_through_every_job_once_while_new_ones_arrive() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(err["error"]["fields"].as_array().unwrap().len(), 2);
 }
+
+/// Shared buffers (hit + read) the plan of one listing page touched.
+async fn buffers_for_listing(db: &TestDb, org: Uuid, status: &str) -> (i64, usize) {
+    let client = db.client().await;
+    let list = &shared::store::sql::LIST_JOBS;
+    let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}", list.sql);
+    let none_time: Option<chrono::DateTime<chrono::Utc>> = None;
+    let none_id: Option<Uuid> = None;
+    let rows = client
+        .query_typed(
+            &explain,
+            &[
+                (&org, list.params[0].clone()),
+                (&status, list.params[1].clone()),
+                (&none_time, list.params[2].clone()),
+                (&none_id, list.params[3].clone()),
+                (&50_i64, list.params[4].clone()),
+            ],
+        )
+        .await
+        .unwrap();
+    let plan: Value = rows[0].get(0);
+    let top = &plan[0]["Plan"];
+    let buffers =
+        top["Shared Hit Blocks"].as_i64().unwrap() + top["Shared Read Blocks"].as_i64().unwrap();
+    (buffers, top["Actual Rows"].as_u64().unwrap() as usize)
+}
+
+#[tokio::test]
+async fn a_status_filtered_page_reads_the_status_index_not_every_job() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let org = new_org();
+    Job::new()
+        .org(org)
+        .status(JobStatus::Sent)
+        .insert_many(&client, 300_000)
+        .await;
+    Job::new()
+        .org(org)
+        .status(JobStatus::Dead)
+        .insert_many(&client, 60)
+        .await;
+    client
+        .batch_execute("VACUUM ANALYZE notification_jobs")
+        .await
+        .unwrap();
+
+    let (buffers, rows) = buffers_for_listing(&db, org, "dead").await;
+    eprintln!("a page of 50 dead jobs among 300,000 sent: {buffers} shared buffers");
+    assert_eq!(rows, 50);
+    assert!(
+        buffers < 100,
+        "a filtered page reads about a page of index and heap, not the organization's 300k jobs: {buffers} buffers"
+    );
+}

@@ -328,3 +328,68 @@ async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
     .await;
     assert_eq!(due, 31 - 12, "the rest waits for the next minute");
 }
+
+/// Rows the open transaction of another connection holds locked, seen from `client`: every
+/// row minus those this connection can lock without waiting.
+async fn rows_locked_by_others(client: &Client) -> i64 {
+    client
+        .query_one(
+            "SELECT (SELECT count(*) FROM notification_jobs)
+                  - (SELECT count(*) FROM (SELECT 1 FROM notification_jobs
+                                           FOR UPDATE SKIP LOCKED) AS free)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn the_fair_claim_locks_only_the_rows_it_claims() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let orgs: Vec<Uuid> = (0..200).map(|_| new_org()).collect();
+    for org in &orgs {
+        add_jobs(&client, *org, 200, 60.0).await;
+    }
+    client
+        .batch_execute("ANALYZE notification_jobs")
+        .await
+        .unwrap();
+
+    // the claim statement itself, held open in a transaction so its locks can be counted
+    let mut claimer = db.client().await;
+    let tx = claimer.transaction().await.unwrap();
+    let statement = &shared::store::sql::CLAIM_FAIR;
+    let now: Option<chrono::DateTime<chrono::Utc>> = None;
+    let claimed = tx
+        .query_typed(
+            &statement.sql,
+            &[
+                (&100_i64, statement.params[0].clone()),
+                (&now, statement.params[1].clone()),
+                (&1_000_i32, statement.params[2].clone()),
+            ],
+        )
+        .await
+        .unwrap();
+    let locked = rows_locked_by_others(&client).await;
+    tx.rollback().await.unwrap();
+    eprintln!(
+        "fair claim, 200 organizations × 200 due jobs, batch 100: {} claimed, {locked} rows locked",
+        claimed.len()
+    );
+    assert_eq!(claimed.len(), 100);
+    let per_org: HashMap<Uuid, usize> = claimed.iter().fold(HashMap::new(), |mut m, row| {
+        *m.entry(row.get("organization_id")).or_default() += 1;
+        m
+    });
+    assert!(
+        per_org.values().all(|&n| n == 1),
+        "round-robin: one job from each of 100 organizations"
+    );
+    assert_eq!(
+        locked, 100,
+        "a claim locks the rows it claims and no others"
+    );
+}
