@@ -76,7 +76,7 @@ stand-in/down: ## Stop the AWS stand-in started by stand-in/up
 	@$(SERVICES); stand_in_down
 
 .PHONY: watch
-watch: ## Serve the three functions with cargo lambda watch on local settings (starts db and stand-in; Ctrl-C stops)
+watch: ## Serve the functions (ingest, worker, sweeper, feedback) with cargo lambda watch on local settings (starts db and stand-in; Ctrl-C stops)
 	@$(SERVICES); $(TOOLS); tools_install cargo-lambda && tools_path \
 	  && pg_up && stand_in_up && $(STAND_IN_IDENTITY) && mkdir -p "$$NOTIF_STATE" \
 	  && printf '%s\n' \
@@ -91,7 +91,7 @@ watch: ## Serve the three functions with cargo lambda watch on local settings (s
 	    "RUST_LOG='$(RUST_LOG)'" \
 	    >"$$NOTIF_STATE/watch.env" \
 	  && echo "watch: settings in $$NOTIF_STATE/watch.env; ingest at http://localhost:$(WATCH_PORT)/lambda-url/ingest/notifications" \
-	  && echo "watch: make invoke/worker, make invoke/sweeper in another shell; make db/down stand-in/down when done" \
+	  && echo "watch: make invoke/worker, make invoke/sweeper, make invoke/feedback in another shell; make db/down stand-in/down when done" \
 	  && cargo lambda watch --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --env-file "$$NOTIF_STATE/watch.env"
 
 .PHONY: invoke/worker
@@ -103,6 +103,12 @@ invoke/worker: ## Invoke the worker under make watch with an EventBridge schedul
 invoke/sweeper: ## Invoke the sweeper under make watch with the same scheduled event
 	@$(TOOLS); tools_install cargo-lambda && tools_path \
 	  && cargo lambda invoke sweeper --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file $(SCHEDULED_EVENT)
+
+.PHONY: invoke/feedback
+invoke/feedback: EVENT ?= tests/fixtures/feedback/ses-delivery.json
+invoke/feedback: ## Invoke feedback under make watch with a provider event: EVENT=<path> (default: an SES Delivery in an SNS record)
+	@$(TOOLS); tools_install cargo-lambda && tools_path \
+	  && cargo lambda invoke feedback --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file '$(EVENT)'
 
 .PHONY: build
 build: ## Build the three functions for Lambda arm64 (cargo lambda build --release --arm64 → target/lambda/*/bootstrap)

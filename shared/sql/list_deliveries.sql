@@ -1,5 +1,11 @@
-SELECT attempt, provider, provider_message_id, error_code, error_message, outcome, fenced,
-       started_at, finished_at
-FROM notification_deliveries
-WHERE job_id = $1
-ORDER BY attempt
+-- A job's attempts in order, each with the provider feedback recorded against it.
+SELECT d.attempt, d.provider, d.provider_message_id, d.error_code, d.error_message, d.outcome,
+       d.fenced, d.started_at, d.finished_at,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'type', f.kind, 'subtype', f.subtype, 'diagnostic', f.diagnostic,
+                   'occurred_at', f.occurred_at) ORDER BY f.occurred_at, f.id), '[]')
+        FROM delivery_feedback AS f
+        WHERE f.job_id = d.job_id AND f.attempt = d.attempt) AS feedback
+FROM notification_deliveries AS d
+WHERE d.job_id = $1
+ORDER BY d.attempt

@@ -1,10 +1,11 @@
--- Delete up to $2 finished jobs (sent, dead, cancelled, expired) last updated more than $1 days before $3 (the
+-- Delete up to $2 finished jobs (sent, delivered, bounced, dead, cancelled, expired) last updated more than $1 days before $3 (the
 -- current time; NULL: now()); their
 -- delivery rows go with them (ON DELETE CASCADE). SKIP LOCKED: never waits on anyone.
 WITH doomed AS (
     SELECT id
     FROM notification_jobs
-    WHERE status IN ('sent', 'dead', 'cancelled', 'expired')
+    -- the predicate of the index notification_jobs_finished_any
+    WHERE status IN ('sent', 'dead', 'cancelled', 'expired', 'delivered', 'bounced')
       AND updated_at < coalesce($3::timestamptz, now()) - make_interval(days => $1)
     ORDER BY updated_at
     LIMIT $2

@@ -52,9 +52,27 @@ pub enum JobStatus {
     Cancelled,
     /// Past its expiry before it could be delivered; never sent.
     Expired,
+    /// Sent, and the provider confirmed delivery.
+    Delivered,
+    /// Sent, and the provider reported it undeliverable (a permanent bounce, a reject, an
+    /// SMS carrier failure).
+    Bounced,
 }
 
 impl JobStatus {
+    /// Every status, in the order a job may pass through them (for messages that list them).
+    pub const ALL: [JobStatus; 9] = [
+        JobStatus::Pending,
+        JobStatus::Processing,
+        JobStatus::Sent,
+        JobStatus::Failed,
+        JobStatus::Dead,
+        JobStatus::Cancelled,
+        JobStatus::Expired,
+        JobStatus::Delivered,
+        JobStatus::Bounced,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Pending => "pending",
@@ -64,6 +82,8 @@ impl JobStatus {
             JobStatus::Dead => "dead",
             JobStatus::Cancelled => "cancelled",
             JobStatus::Expired => "expired",
+            JobStatus::Delivered => "delivered",
+            JobStatus::Bounced => "bounced",
         }
     }
 
@@ -76,7 +96,44 @@ impl JobStatus {
             "dead" => Some(JobStatus::Dead),
             "cancelled" => Some(JobStatus::Cancelled),
             "expired" => Some(JobStatus::Expired),
+            "delivered" => Some(JobStatus::Delivered),
+            "bounced" => Some(JobStatus::Bounced),
             _ => None,
         }
+    }
+}
+
+/// A recipient as the database compares recipients (`lower(payload ->> 'to')`, the key of
+/// the suppression list): an email address in lower case, a phone number as it is (E.164 has
+/// no case). Validated values have no surrounding space; trimming keeps any input comparable.
+pub fn normalize_recipient(channel: Channel, to: &str) -> String {
+    let to = to.trim();
+    match channel {
+        Channel::Email => to.to_lowercase(),
+        Channel::Sms => to.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_reads_back_from_its_name() {
+        for status in JobStatus::ALL {
+            assert_eq!(JobStatus::parse(status.as_str()), Some(status));
+        }
+    }
+
+    #[test]
+    fn recipients_compare_as_the_database_compares_them() {
+        assert_eq!(
+            normalize_recipient(Channel::Email, " User@Example.COM"),
+            "user@example.com"
+        );
+        assert_eq!(
+            normalize_recipient(Channel::Sms, "+15555550100"),
+            "+15555550100"
+        );
     }
 }

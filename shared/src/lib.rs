@@ -14,6 +14,7 @@ pub mod db;
 pub mod delivery;
 pub mod domain;
 pub mod error;
+pub mod feedback;
 pub mod ingest;
 pub mod migrate;
 pub mod startup;

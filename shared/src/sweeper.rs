@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::config::{self, ConfigError};
-use crate::store::{JobStore, Now, StoreError, SweepReport};
+use crate::store::{Now, Store, StoreError, SweepReport};
 
 /// The sweeper's validated settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,9 @@ pub struct SweeperConfig {
     pub batch_size: u32,
     /// Finished jobs (sent, dead) older than this many days are deleted; 0 keeps them all.
     pub retention_days: u32,
+    /// How long provider feedback for an unknown message id waits for its attempt before
+    /// it is dropped (and counted).
+    pub feedback_match_window: Duration,
 }
 
 impl SweeperConfig {
@@ -29,8 +32,10 @@ impl SweeperConfig {
     pub const DEFAULT_WORKER_TIMEOUT_SECS: u64 = 120;
     pub const DEFAULT_BATCH_SIZE: u32 = 1_000;
     pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+    pub const DEFAULT_FEEDBACK_MATCH_WINDOW_SECS: u64 = 3_600;
 
-    /// Reads `STUCK_AFTER_SECS`, `WORKER_TIMEOUT_SECS`, `SWEEP_BATCH_SIZE` and `RETENTION_DAYS`.
+    /// Reads `STUCK_AFTER_SECS`, `WORKER_TIMEOUT_SECS`, `SWEEP_BATCH_SIZE`, `RETENTION_DAYS`
+    /// and `FEEDBACK_MATCH_WINDOW_SECS`.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(&config::Vars::process())
     }
@@ -56,6 +61,11 @@ impl SweeperConfig {
                 Self::DEFAULT_RETENTION_DAYS,
                 0..=3_650,
             )?,
+            feedback_match_window: Duration::from_secs(vars.parse_or(
+                "FEEDBACK_MATCH_WINDOW_SECS",
+                Self::DEFAULT_FEEDBACK_MATCH_WINDOW_SECS,
+                60..=604_800,
+            )?),
             ..config
         })
     }
@@ -78,6 +88,7 @@ impl SweeperConfig {
             worker_timeout: Duration::from_secs(worker_timeout_secs),
             batch_size,
             retention_days: Self::DEFAULT_RETENTION_DAYS,
+            feedback_match_window: Duration::from_secs(Self::DEFAULT_FEEDBACK_MATCH_WINDOW_SECS),
         })
     }
 }
@@ -91,6 +102,10 @@ pub struct SweepSummary {
     pub expired: u64,
     /// Finished jobs deleted by retention.
     pub pruned: u64,
+    /// Provider events that had waited for their attempt and were applied now.
+    pub feedback_applied: u64,
+    /// Provider events dropped after waiting FEEDBACK_MATCH_WINDOW_SECS for an attempt.
+    pub feedback_dropped: u64,
     pub elapsed_ms: u64,
 }
 
@@ -98,7 +113,7 @@ pub struct SweepSummary {
 /// past retention, in bounded
 /// statements, until none is left. `now`: the current time (`None`: the database's clock).
 pub async fn run_once(
-    store: &dyn JobStore,
+    store: &dyn Store,
     config: &SweeperConfig,
     now: Now,
 ) -> Result<SweepSummary, StoreError> {
@@ -123,6 +138,7 @@ pub async fn run_once(
         }
     }
     store.prune_rate_windows(now).await?;
+    let (feedback_applied, feedback_dropped) = settle_feedback(store, config, now).await?;
     let mut pruned = 0;
     if config.retention_days > 0 {
         loop {
@@ -140,13 +156,19 @@ pub async fn run_once(
         dead: total.dead,
         expired,
         pruned,
+        feedback_applied,
+        feedback_dropped,
         elapsed_ms: started.elapsed().as_millis() as u64,
     };
     // one Embedded Metric Format line per invocation: the DeadJobs and ExpiredJobs alarms
     println!(
         "{}",
         crate::worker::job_metrics(
-            &[("DeadJobs", summary.dead), ("ExpiredJobs", summary.expired)],
+            &[
+                ("DeadJobs", summary.dead),
+                ("ExpiredJobs", summary.expired),
+                ("FeedbackDropped", summary.feedback_dropped),
+            ],
             chrono::Utc::now().timestamp_millis()
         )
     );
@@ -170,6 +192,37 @@ pub async fn run_once(
         );
     }
     Ok(summary)
+}
+
+/// Applies provider events whose attempt was recorded after they arrived, then drops those
+/// that waited past the window: (applied, dropped).
+async fn settle_feedback(
+    store: &dyn Store,
+    config: &SweeperConfig,
+    now: Now,
+) -> Result<(u64, u64), StoreError> {
+    let applied = store.apply_waiting_feedback(now).await?.applied;
+    let window = config
+        .feedback_match_window
+        .as_secs()
+        .min(u64::from(u32::MAX)) as u32;
+    let mut dropped = 0;
+    loop {
+        let done = store
+            .drop_unmatched_feedback(window, config.batch_size, now)
+            .await?;
+        dropped += done;
+        if done < u64::from(config.batch_size) {
+            break;
+        }
+    }
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "provider feedback for unknown message ids dropped after the match window"
+        );
+    }
+    Ok((applied, dropped))
 }
 
 #[cfg(test)]

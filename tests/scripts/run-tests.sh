@@ -25,5 +25,6 @@ pgbouncer_up
 cargo test -p integration-tests --no-fail-fast \
   --test claim_engine --test ingest_api --test worker_stand_in --test sweeper \
   --test migrations --test batch --test rate_limits --test worker_recording --test operations \
-  --test database --test migrations_custom_resource "$@" || status=$?
+  --test database --test migrations_custom_resource --test feedback --test suppressions \
+  "$@" || status=$?
 exit "$status"

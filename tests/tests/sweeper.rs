@@ -221,11 +221,16 @@ fn a_window_not_longer_than_the_worker_timeout_stops_the_sweeper_at_start() {
 async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
     let db = TestDb::new().await;
     let client = db.client().await;
-    // old sent, old dead, recent sent, old failed (retry pending), old pending, old processing
+    // old sent, old dead, old delivered, old bounced, old cancelled, old expired, then kept:
+    // recent sent, old failed (retry pending), old pending, old processing
     let mut ids = Vec::new();
     for (status, age_days) in [
         (JobStatus::Sent, 31.0),
         (JobStatus::Dead, 45.0),
+        (JobStatus::Delivered, 31.0),
+        (JobStatus::Bounced, 31.0),
+        (JobStatus::Cancelled, 31.0),
+        (JobStatus::Expired, 31.0),
         (JobStatus::Sent, 29.0),
         (JobStatus::Failed, 60.0),
         (JobStatus::Pending, 60.0),
@@ -247,7 +252,7 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
     let mut config = SweeperConfig::new(600, 120, 1).unwrap(); // one row a statement: loops
     config.retention_days = 30;
     let summary = run_once(&store, &config, None).await.unwrap();
-    assert_eq!(summary.pruned, 2);
+    assert_eq!(summary.pruned, 6);
 
     let left: Vec<Uuid> = client
         .query("SELECT id FROM notification_jobs", &[])
@@ -258,7 +263,7 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
         .collect();
     assert_eq!(left.len(), 4);
     assert!(
-        !left.contains(&ids[0]) && !left.contains(&ids[1]),
+        ids[..6].iter().all(|id| !left.contains(id)),
         "old finished jobs deleted"
     );
     let deliveries: i64 =

@@ -1,6 +1,9 @@
 //! Checks on template.yaml that cfn-lint cannot make: the settings that must agree across
 //! functions do agree, every function waits for the migrations and may read the database
-//! secret, and the optional RDS Proxy comes with its pinning alarm.
+//! secret, and the optional RDS Proxy comes with its pinning alarm. Provider feedback (issue
+//! 15) is wired end to end: the worker's configuration set publishes to the topic the feedback
+//! function listens on, the SMS delivery-status logs are subscribed to it, and the bounce and
+//! complaint rates it counts are alarmed on.
 //!
 //! The sweep window must be longer than the worker function's timeout (DESIGN.md, invariant 4).
 //! The sweeper enforces `STUCK_AFTER_SECS > WORKER_TIMEOUT_SECS` at start, but only a template
@@ -127,6 +130,127 @@ fn as_list(value: &Value) -> Vec<&Value> {
     }
 }
 
+/// The logical ids of every resource of this type, sorted.
+fn resources_of<'a>(template: &'a Value, kind: &str) -> Vec<&'a str> {
+    let mut names: Vec<&str> = get(template, &["Resources"])
+        .as_mapping()
+        .expect("Resources is a mapping")
+        .iter()
+        .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some(kind))
+        .map(|(name, _)| name.as_str().expect("a logical id"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The resource a `!Ref` names, checked to be of type `kind`.
+fn referenced<'a>(template: &'a Value, reference: &Value, kind: &str) -> &'a str {
+    let name = parameter_ref(reference)
+        .unwrap_or_else(|| panic!("expected a !Ref to an {kind}, found {reference:?}"));
+    let (id, resource) = get(template, &["Resources"])
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .find(|(id, _)| id.as_str() == Some(name.as_str()))
+        .unwrap_or_else(|| panic!("!Ref {name}: no such resource"));
+    assert_eq!(
+        get(resource, &["Type"]).as_str(),
+        Some(kind),
+        "{name} must be an {kind}"
+    );
+    id.as_str().unwrap()
+}
+
+/// A statement's actions (one string or a list).
+fn actions(statement: &Value) -> Vec<&str> {
+    statement
+        .get("Action")
+        .map(as_list)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// A parameter's default as a number (Number parameters may have fractions: 0.1).
+fn parameter_default_f64(template: &Value, name: &str) -> f64 {
+    match get(template, &["Parameters", name, "Default"]) {
+        Value::Number(n) => n.as_f64().unwrap(),
+        Value::String(s) => s.parse().expect("a number"),
+        other => panic!("{name}: expected a number, found {other:?}"),
+    }
+}
+
+/// A metric an alarm reads; a dimension's value is its text, or `!Ref Name`.
+#[derive(Debug, PartialEq)]
+struct Watched {
+    namespace: String,
+    metric: String,
+    dimensions: Vec<(String, String)>,
+}
+
+impl Watched {
+    fn new(namespace: &str, metric: &str, dimensions: &[(&str, &str)]) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            metric: metric.to_owned(),
+            dimensions: dimensions
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+}
+
+/// What an alarm reads: its single metric, or the `MetricStat`s of a metric-math alarm.
+fn alarm_metrics(alarm: &Value) -> Vec<Watched> {
+    let properties = get(alarm, &["Properties"]);
+    let single = properties.get("MetricName").map(|_| properties);
+    let stats = properties
+        .get("Metrics")
+        .map(as_list)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.get("MetricStat"))
+        .map(|stat| get(stat, &["Metric"]));
+    single
+        .into_iter()
+        .chain(stats)
+        .map(|m| {
+            let text = |key: &str| get(m, &[key]).as_str().unwrap_or_default().to_owned();
+            let dimensions = m
+                .get("Dimensions")
+                .map(as_list)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|d| {
+                    // (as_str would see through a tag: `!Ref X` is not the text X)
+                    let value = get(d, &["Value"]);
+                    let value = match parameter_ref(value) {
+                        Some(name) => format!("!Ref {name}"),
+                        None => sub_text(value).unwrap_or_default().to_owned(),
+                    };
+                    (get(d, &["Name"]).as_str().unwrap().to_owned(), value)
+                })
+                .collect();
+            Watched {
+                namespace: text("Namespace"),
+                metric: text("MetricName"),
+                dimensions,
+            }
+        })
+        .collect()
+}
+
+/// The text of an `!Sub` string (or a plain string).
+fn sub_text(value: &Value) -> Option<&str> {
+    match tagged(value) {
+        Some((tag, inner)) if tag == "!Sub" => inner.as_str(),
+        Some(_) => None,
+        None => value.as_str(),
+    }
+}
+
 #[test]
 fn worker_timeout_and_sweeper_worker_timeout_secs_come_from_one_parameter() {
     let t = template();
@@ -170,19 +294,12 @@ fn deployed_ingest_never_honours_the_organization_header() {
         env_var(&t, "IngestFunction", "ALLOW_ORG_HEADER").as_str(),
         Some("false")
     );
-    for function in ["WorkerFunction", "SweeperFunction"] {
-        let variables = get(
-            &t,
-            &[
-                "Resources",
-                function,
-                "Properties",
-                "Environment",
-                "Variables",
-            ],
-        );
+    for function in functions(&t) {
+        if function == "IngestFunction" {
+            continue;
+        }
         assert!(
-            variables.get("ALLOW_ORG_HEADER").is_none(),
+            effective_env(&t, function, "ALLOW_ORG_HEADER").is_none(),
             "{function} sets ALLOW_ORG_HEADER"
         );
     }
@@ -212,6 +329,7 @@ fn every_function_is_an_arm64_cargo_lambda_build_of_its_own_package() {
         ("IngestFunction", "ingest", "ingest"),
         ("WorkerFunction", "worker", "worker"),
         ("SweeperFunction", "sweeper", "sweeper"),
+        ("FeedbackFunction", "feedback", "feedback"),
         ("MigrateFunction", "migrate", "migrator"),
     ];
     let mut listed: Vec<&str> = expected.iter().map(|(r, _, _)| *r).collect();
@@ -289,6 +407,9 @@ fn every_template_route_reaches_a_handler_and_nothing_else_does() {
         "/notifications/{id}/requeue",
         "/notifications/{id}/retry",
         "/notifications/batch/{id}",
+        "/suppressions",
+        "/suppressions/{recipient}",
+        "/suppressions/{recipient}/extra",
         "/organizations",
         "/",
     ];
@@ -308,7 +429,10 @@ fn every_template_route_reaches_a_handler_and_nothing_else_does() {
     let id = uuid::Uuid::new_v4().to_string();
     for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
         for path in paths {
-            let concrete = path.replace("{id}", &id);
+            // a recipient as a caller sends it: URL-encoded
+            let concrete = path
+                .replace("{id}", &id)
+                .replace("{recipient}", "a%40example.com");
             let request = integration_tests::apigw::ApiRequest::new(
                 integration_tests::apigw::Version::V2,
                 method,
@@ -555,24 +679,468 @@ fn the_rds_proxy_is_optional_and_its_pinning_alarm_watches_it() {
     );
 }
 
-/// Every job metric the worker and the sweeper emit has an alarm on it: nothing dies,
-/// expires or is held silently.
+/// The feedback function's metrics that an alarm reads: the rates SES judges the account by,
+/// and events it could not read. The sweeper's `FeedbackDropped` has none: the SMS
+/// delivery-status logs carry every SMS of the account, including other senders' ones,
+/// which never match.
+const ALARMED_FEEDBACK_METRICS: [&str; 4] =
+    ["Deliveries", "Bounces", "Complaints", "FeedbackMalformed"];
+
+/// Every job metric the worker and the sweeper emit, and the feedback metrics above, have an
+/// alarm on them (a single-metric alarm or a term of a metric-math one): nothing dies,
+/// expires, is held, bounces or is complained about silently.
 #[test]
 fn every_job_metric_has_an_alarm() {
     let t = template();
-    let resources = get(&t, &["Resources"]).as_mapping().unwrap();
-    for metric in shared::worker::JOB_METRICS {
-        let alarmed = resources.values().any(|r| {
-            r.get("Type").and_then(Value::as_str) == Some("AWS::CloudWatch::Alarm")
-                && r.get("Properties")
-                    .and_then(|p| p.get("MetricName"))
-                    .and_then(Value::as_str)
-                    == Some(metric)
-                && r.get("Properties")
-                    .and_then(|p| p.get("Namespace"))
-                    .and_then(Value::as_str)
-                    == Some(shared::worker::METRIC_NAMESPACE)
-        });
-        assert!(alarmed, "no alarm on {metric}");
+    let alarmed: Vec<Watched> = resources_of(&t, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .flat_map(|alarm| alarm_metrics(get(&t, &["Resources", alarm])))
+        .collect();
+    for metric in shared::worker::JOB_METRICS
+        .into_iter()
+        .chain(ALARMED_FEEDBACK_METRICS)
+    {
+        let wanted = Watched::new(
+            shared::worker::METRIC_NAMESPACE,
+            metric,
+            &[("Service", shared::worker::SERVICE)],
+        );
+        assert!(
+            alarmed.contains(&wanted),
+            "no alarm on {metric} (namespace {}, dimension Service={})",
+            shared::worker::METRIC_NAMESPACE,
+            shared::worker::SERVICE
+        );
     }
+}
+
+/// Every function logs to a group the stack creates (so its retention is `LogRetentionDays`,
+/// not forever) and has an alarm on its failed invocations. The migrator has none: its
+/// failures fail the deploy, and the stack's events show them.
+#[test]
+fn every_function_has_a_log_group_with_retention_and_an_errors_alarm() {
+    let t = template();
+    let groups = resources_of(&t, "AWS::Logs::LogGroup");
+    let alarms = resources_of(&t, "AWS::CloudWatch::Alarm");
+    for function in functions(&t) {
+        let name = format!("/aws/lambda/${{{function}}}");
+        let group = groups
+            .iter()
+            .map(|g| get(&t, &["Resources", g, "Properties"]))
+            .find(|p| sub_text(get(p, &["LogGroupName"])) == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("{function} has no log group named !Sub {name}"));
+        assert!(
+            is(get(group, &["RetentionInDays"]), "!Ref", "LogRetentionDays"),
+            "{function}'s log group must be kept LogRetentionDays"
+        );
+        if function == "MigrateFunction" {
+            continue;
+        }
+        let reference = format!("!Ref {function}");
+        let errors = Watched::new("AWS/Lambda", "Errors", &[("FunctionName", &reference)]);
+        assert!(
+            alarms
+                .iter()
+                .any(|a| alarm_metrics(get(&t, &["Resources", a])).contains(&errors)),
+            "no alarm on AWS/Lambda Errors of {function}"
+        );
+    }
+}
+
+/// Every alarm notifies `AlarmTopicArn` when one is given, on firing and on recovery.
+#[test]
+fn every_alarm_notifies_the_alarm_topic() {
+    let t = template();
+    for alarm in resources_of(&t, "AWS::CloudWatch::Alarm") {
+        for key in ["AlarmActions", "OKActions"] {
+            let actions = get(&t, &["Resources", alarm, "Properties", key]);
+            let (tag, args) = tagged(actions).unwrap_or_else(|| panic!("{alarm} {key}: an !If"));
+            assert_eq!(tag, "!If", "{alarm} {key}");
+            assert_eq!(args[0].as_str(), Some("HasAlarmTopic"), "{alarm} {key}");
+            assert!(
+                is(as_list(&args[1])[0], "!Ref", "AlarmTopicArn"),
+                "{alarm} {key}: notify AlarmTopicArn"
+            );
+        }
+    }
+}
+
+/// The SES event types the configuration set publishes: every one the feedback function
+/// reads (`Open` and `Click` would need tracking, and say nothing about delivery).
+const SES_EVENT_TYPES: [&str; 7] = [
+    "send",
+    "reject",
+    "bounce",
+    "complaint",
+    "delivery",
+    "deliveryDelay",
+    "renderingFailure",
+];
+
+#[test]
+fn every_email_is_sent_with_the_stacks_configuration_set_whose_events_reach_feedback() {
+    let t = template();
+    // the worker sends with the stack's own configuration set ...
+    let set = referenced(
+        &t,
+        env_var(&t, "WorkerFunction", "SES_CONFIGURATION_SET"),
+        "AWS::SES::ConfigurationSet",
+    );
+    assert!(
+        t.get("Parameters")
+            .and_then(|p| p.get("SesConfigurationSet"))
+            .is_none(),
+        "the stack owns the configuration set: no parameter may name another"
+    );
+    // ... and may: SES v2 authorises SendEmail against the configuration set too
+    let set_arn = format!(
+        "arn:${{AWS::Partition}}:ses:${{AWS::Region}}:${{AWS::AccountId}}:configuration-set/${{{set}}}"
+    );
+    let policies = get(
+        &t,
+        &["Resources", "WorkerFunction", "Properties", "Policies"],
+    );
+    let send_email: Vec<&Value> = as_list(policies)
+        .into_iter()
+        .filter_map(|p| p.get("Statement"))
+        .flat_map(as_list)
+        .filter(|s| actions(s).contains(&"ses:SendEmail"))
+        .collect();
+    assert!(!send_email.is_empty(), "the worker may not ses:SendEmail");
+    assert!(
+        send_email.iter().any(|s| {
+            s.get("Resource")
+                .map(as_list)
+                .unwrap_or_default()
+                .into_iter()
+                .any(|r| sub_text(r) == Some(set_arn.as_str()))
+        }),
+        "the worker's ses:SendEmail must name !Sub {set_arn}"
+    );
+
+    // its SNS event destination publishes every event type to a topic ...
+    let destination = resources_of(&t, "AWS::SES::ConfigurationSetEventDestination")
+        .into_iter()
+        .map(|d| get(&t, &["Resources", d, "Properties"]))
+        .find(|p| {
+            is(get(p, &["ConfigurationSetName"]), "!Ref", set)
+                && get(p, &["EventDestination"])
+                    .get("SnsDestination")
+                    .is_some()
+        })
+        .unwrap_or_else(|| panic!("{set} has no SNS event destination"));
+    let destination = get(destination, &["EventDestination"]);
+    assert_eq!(get(destination, &["Enabled"]).as_bool(), Some(true));
+    let mut types: Vec<&str> = as_list(get(destination, &["MatchingEventTypes"]))
+        .into_iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    types.sort();
+    let mut expected = SES_EVENT_TYPES.to_vec();
+    expected.sort();
+    assert_eq!(types, expected, "the event types SES publishes");
+    let topic = referenced(
+        &t,
+        get(destination, &["SnsDestination", "TopicARN"]),
+        "AWS::SNS::Topic",
+    );
+
+    // ... the feedback function is subscribed to ...
+    let events = get(
+        &t,
+        &["Resources", "FeedbackFunction", "Properties", "Events"],
+    );
+    assert!(
+        events.as_mapping().unwrap().values().any(|e| {
+            get(e, &["Type"]).as_str() == Some("SNS")
+                && is(get(e, &["Properties", "Topic"]), "!Ref", topic)
+        }),
+        "FeedbackFunction must be subscribed to {topic}"
+    );
+
+    // ... and SES of this account may publish to
+    let allowed = resources_of(&t, "AWS::SNS::TopicPolicy")
+        .into_iter()
+        .map(|p| get(&t, &["Resources", p, "Properties"]))
+        .filter(|p| {
+            as_list(get(p, &["Topics"]))
+                .into_iter()
+                .any(|v| is(v, "!Ref", topic))
+        })
+        .flat_map(|p| as_list(get(p, &["PolicyDocument", "Statement"])))
+        .any(|s| {
+            s.get("Effect").and_then(Value::as_str) == Some("Allow")
+                && s.get("Principal")
+                    .and_then(|p| p.get("Service"))
+                    .and_then(Value::as_str)
+                    == Some("ses.amazonaws.com")
+                && actions(s).contains(&"sns:Publish")
+                && s.get("Condition")
+                    .and_then(|c| c.get("StringEquals"))
+                    .and_then(|c| c.get("aws:SourceAccount"))
+                    .is_some_and(|a| is(a, "!Ref", "AWS::AccountId"))
+        });
+    assert!(
+        allowed,
+        "{topic} needs a policy letting ses.amazonaws.com sns:Publish for this account (aws:SourceAccount)"
+    );
+}
+
+/// The log groups SNS writes SMS delivery status to, SUCCESS and FAILURE.
+const SMS_DELIVERY_LOG_GROUPS: [&str; 2] = [
+    "sns/${AWS::Region}/${AWS::AccountId}/DirectPublishToPhoneNumber",
+    "sns/${AWS::Region}/${AWS::AccountId}/DirectPublishToPhoneNumber/Failure",
+];
+
+/// A subscription filter's log group name, through an `!If` between the stack's own group
+/// (`!Ref`) and an existing one (`!Sub`): both branches must name the same group. Returns the
+/// name and, when the stack may create it, that group's logical id and its condition.
+fn filtered_group<'a>(t: &'a Value, name: &'a Value) -> (&'a str, Option<(&'a str, &'a str)>) {
+    if let Some(text) = sub_text(name) {
+        return (text, None);
+    }
+    let (tag, args) = tagged(name).expect("LogGroupName is an !Sub or an !If");
+    assert_eq!(tag, "!If", "LogGroupName: {name:?}");
+    let condition = args[0].as_str().unwrap();
+    let group = referenced(t, &args[1], "AWS::Logs::LogGroup");
+    let properties = get(t, &["Resources", group, "Properties"]);
+    let created = sub_text(get(properties, &["LogGroupName"])).unwrap();
+    let existing = sub_text(&args[2]).expect("the existing group's name is an !Sub");
+    assert_eq!(created, existing, "both branches name the same group");
+    assert_eq!(
+        get(t, &["Resources", group, "Condition"]).as_str(),
+        Some(condition),
+        "{group} exists exactly when the filter refers to it"
+    );
+    assert!(
+        is(
+            get(properties, &["RetentionInDays"]),
+            "!Ref",
+            "LogRetentionDays"
+        ),
+        "{group} must be kept LogRetentionDays"
+    );
+    (created, Some((group, condition)))
+}
+
+#[test]
+fn the_sms_delivery_status_logs_are_subscribed_to_feedback_which_they_may_invoke() {
+    let t = template();
+    let filters = resources_of(&t, "AWS::Logs::SubscriptionFilter");
+    for group_name in SMS_DELIVERY_LOG_GROUPS {
+        let (filter, created) = filters
+            .iter()
+            .find_map(|f| {
+                let name = get(&t, &["Resources", f, "Properties", "LogGroupName"]);
+                let (n, created) = filtered_group(&t, name);
+                (n == group_name).then_some((*f, created))
+            })
+            .unwrap_or_else(|| panic!("no subscription filter on {group_name}"));
+        // the stack creates the group unless told it exists already
+        let (_, condition) =
+            created.unwrap_or_else(|| panic!("{filter}: the stack never creates {group_name}"));
+        let (tag, args) = tagged(get(&t, &["Conditions", condition])).unwrap();
+        assert!(
+            tag == "!Equals"
+                && is(&args[0], "!Ref", "CreateSmsDeliveryLogGroups")
+                && args[1].as_str() == Some("true"),
+            "{condition} must be CreateSmsDeliveryLogGroups = 'true'"
+        );
+
+        let resource = get(&t, &["Resources", filter]);
+        assert!(
+            is(
+                get(resource, &["Properties", "DestinationArn"]),
+                "!GetAtt",
+                "FeedbackFunction.Arn"
+            ),
+            "{filter} must deliver to the feedback function"
+        );
+        // the permission must exist before the filter: CloudWatch Logs tests it on creation
+        let source_arn = format!(
+            "arn:${{AWS::Partition}}:logs:${{AWS::Region}}:${{AWS::AccountId}}:log-group:{group_name}:*"
+        );
+        let depends = resource.get("DependsOn").map(as_list).unwrap_or_default();
+        let permitted = depends.iter().filter_map(|d| d.as_str()).any(|d| {
+            let Some(p) = t.get("Resources").and_then(|r| r.get(d)) else {
+                return false;
+            };
+            let props = get(p, &["Properties"]);
+            get(p, &["Type"]).as_str() == Some("AWS::Lambda::Permission")
+                && get(props, &["Action"]).as_str() == Some("lambda:InvokeFunction")
+                && get(props, &["Principal"]).as_str() == Some("logs.amazonaws.com")
+                && is(
+                    get(props, &["FunctionName"]),
+                    "!GetAtt",
+                    "FeedbackFunction.Arn",
+                )
+                && sub_text(get(props, &["SourceArn"])) == Some(source_arn.as_str())
+        });
+        assert!(
+            permitted,
+            "{filter} must DependsOn a Lambda permission for logs.amazonaws.com on FeedbackFunction with SourceArn !Sub {source_arn}"
+        );
+        assert!(
+            depends
+                .iter()
+                .any(|d| d.as_str() == Some("FeedbackLogGroup")),
+            "{filter}: the function's log group first (an invocation would create it)"
+        );
+    }
+    assert_eq!(
+        get(&t, &["Parameters", "CreateSmsDeliveryLogGroups", "Default"]).as_str(),
+        Some("true")
+    );
+
+    // the role the README's `aws sns set-sms-attributes` gives SNS, and its output
+    let role = get(&t, &["Resources", "SmsDeliveryStatusRole"]);
+    assert_eq!(get(role, &["Type"]).as_str(), Some("AWS::IAM::Role"));
+    let trust = as_list(get(
+        role,
+        &["Properties", "AssumeRolePolicyDocument", "Statement"],
+    ));
+    assert!(
+        trust.iter().any(|s| {
+            s.get("Principal")
+                .and_then(|p| p.get("Service"))
+                .and_then(Value::as_str)
+                == Some("sns.amazonaws.com")
+                && actions(s).contains(&"sts:AssumeRole")
+        }),
+        "SNS must be able to assume SmsDeliveryStatusRole"
+    );
+    let granted: Vec<&str> = as_list(get(role, &["Properties", "Policies"]))
+        .into_iter()
+        .flat_map(|p| as_list(get(p, &["PolicyDocument", "Statement"])))
+        .flat_map(actions)
+        .collect();
+    for action in [
+        "logs:CreateLogGroup",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "logs:PutMetricFilter",
+        "logs:PutRetentionPolicy",
+    ] {
+        assert!(
+            granted.contains(&action),
+            "SmsDeliveryStatusRole lacks {action}"
+        );
+    }
+    assert!(is(
+        get(&t, &["Outputs", "SmsDeliveryStatusRoleArn", "Value"]),
+        "!GetAtt",
+        "SmsDeliveryStatusRole.Arn"
+    ));
+}
+
+/// The identifiers an expression refers to, among `ids`, through the expressions it uses.
+fn uses<'a>(expressions: &[(&'a str, &'a str)], expression: &'a str, out: &mut Vec<&'a str>) {
+    for word in expression.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if out.contains(&word) {
+            continue;
+        }
+        if let Some((id, inner)) = expressions.iter().find(|(id, _)| *id == word) {
+            out.push(id);
+            uses(expressions, inner, out);
+        }
+    }
+}
+
+/// The bounce and complaint rates SES judges the account by, computed from the counts the
+/// feedback function emits: each alarm's result uses every one of its metrics, which are the
+/// feedback function's by namespace, name and dimension.
+#[test]
+fn the_bounce_and_complaint_rate_alarms_divide_the_feedback_counts() {
+    let t = template();
+    for (alarm, counts, threshold, default) in [
+        (
+            "BounceRateAlarm",
+            ["Bounces", "Deliveries"],
+            "BounceRateAlarmThreshold",
+            5.0,
+        ),
+        (
+            "ComplaintRateAlarm",
+            ["Complaints", "Deliveries"],
+            "ComplaintRateAlarmThreshold",
+            0.1,
+        ),
+    ] {
+        let properties = get(&t, &["Resources", alarm, "Properties"]);
+        let metrics = as_list(get(properties, &["Metrics"]));
+        // (id, metric name) of each MetricStat, (id, text) of each expression
+        let mut stats = Vec::new();
+        let mut expressions = Vec::new();
+        for m in &metrics {
+            let id = get(m, &["Id"]).as_str().unwrap();
+            match (m.get("MetricStat"), m.get("Expression")) {
+                (Some(stat), None) => {
+                    let metric = get(stat, &["Metric"]);
+                    assert_eq!(
+                        get(metric, &["Namespace"]).as_str(),
+                        Some(shared::worker::METRIC_NAMESPACE),
+                        "{alarm} {id}"
+                    );
+                    let dimensions = as_list(get(metric, &["Dimensions"]));
+                    assert!(
+                        dimensions.len() == 1
+                            && get(dimensions[0], &["Name"]).as_str() == Some("Service")
+                            && sub_text(get(dimensions[0], &["Value"]))
+                                == Some(shared::worker::SERVICE),
+                        "{alarm} {id}: dimension Service={}",
+                        shared::worker::SERVICE
+                    );
+                    assert_eq!(get(stat, &["Stat"]).as_str(), Some("Sum"), "{alarm} {id}");
+                    stats.push((id, get(metric, &["MetricName"]).as_str().unwrap()));
+                }
+                (None, Some(expression)) => {
+                    let text = sub_text(expression).expect("an expression is text");
+                    expressions.push((id, text));
+                }
+                _ => panic!("{alarm} {id}: a MetricStat or an Expression"),
+            }
+        }
+        let mut names: Vec<&str> = stats.iter().map(|(_, n)| *n).collect();
+        names.sort();
+        assert_eq!(names, counts, "{alarm} reads exactly these metrics");
+
+        let returned: Vec<&&Value> = metrics
+            .iter()
+            .filter(|m| m.get("ReturnData").and_then(Value::as_bool) != Some(false))
+            .collect();
+        assert_eq!(returned.len(), 1, "{alarm}: one result (ReturnData)");
+        let result =
+            sub_text(get(returned[0], &["Expression"])).expect("the result is an expression");
+        let all: Vec<(&str, &str)> = expressions
+            .iter()
+            .copied()
+            .chain(stats.iter().map(|(id, _)| (*id, "")))
+            .collect();
+        let mut used = Vec::new();
+        uses(&all, result, &mut used);
+        for (id, name) in &stats {
+            assert!(
+                used.contains(id),
+                "{alarm}: the result ignores {name} ({id})"
+            );
+        }
+
+        assert!(is(get(properties, &["Threshold"]), "!Ref", threshold));
+        assert_eq!(parameter_default_f64(&t, threshold), default, "{threshold}");
+        assert_eq!(
+            get(properties, &["ComparisonOperator"]).as_str(),
+            Some("GreaterThanThreshold")
+        );
+    }
+}
+
+#[test]
+fn the_sweeper_keeps_unmatched_feedback_for_a_parameter_window() {
+    let t = template();
+    assert!(is(
+        env_var(&t, "SweeperFunction", "FEEDBACK_MATCH_WINDOW_SECS"),
+        "!Ref",
+        "FeedbackMatchWindowSeconds"
+    ));
+    assert_eq!(parameter_default(&t, "FeedbackMatchWindowSeconds"), 3600);
 }

@@ -31,13 +31,14 @@ use ErrorClass::{Account, Permanent, Transient};
 /// Every code the worker knows, with its class.
 pub const CLASSES: &[(&str, ErrorClass)] = &[
     // permanent: the message or its recipient is wrong
+    (super::SUPPRESSED, Permanent), // ours: the organization suppressed the recipient
     ("InvalidParameter", Permanent), // SNS, e.g. "PhoneNumber Reason: … is not valid to …"
     ("ParameterValueInvalid", Permanent), // SNS's wire code of InvalidParameterValueException
     ("InvalidParameterValue", Permanent), // the same in other Query APIs and stand-ins
     ("ValidationException", Permanent), // SNS (modeled) and JSON APIs: the input is invalid
-    ("ValidationError", Permanent),  // the Query protocol's common input error
+    ("ValidationError", Permanent), // the Query protocol's common input error
     ("EndpointDisabled", Permanent), // SNS: the target endpoint is disabled
-    ("OptedOut", Permanent),         // SNS: the phone number opted out
+    ("OptedOut", Permanent),        // SNS: the phone number opted out
     ("BadRequestException", Permanent), // SES: the input is invalid, e.g. a malformed address
     // SES refused the content or a recipient; "not verified" naming our sender is Account,
     // decided from the typed error's message (sdk_errors::rejected_class)

@@ -28,6 +28,9 @@ pub const INVALID_PAYLOAD: &str = "InvalidPayload";
 pub const TIMEOUT: &str = "Timeout";
 /// The code of a delivery that panicked inside the worker.
 pub const WORKER_PANIC: &str = "WorkerPanic";
+/// The code (and the whole `last_error`) of a job whose recipient its organization
+/// suppressed after the job was accepted: dead, and the provider never called.
+pub const SUPPRESSED: &str = "suppressed";
 
 /// Longest error message kept in a delivery row.
 const MAX_MESSAGE_CHARS: usize = 1000;

@@ -674,6 +674,8 @@ mod tests {
                 // made by the worker: delivery::tests and worker's tests
                 super::super::INVALID_PAYLOAD,
                 super::super::WORKER_PANIC,
+                // made by the worker for a suppressed recipient: tests/tests/feedback.rs
+                super::super::SUPPRESSED,
             ]
             .map(String::from),
         );

@@ -92,7 +92,8 @@ pub fn new_job(
 #[derive(Debug, Clone, Serialize)]
 pub struct ItemResult {
     pub index: usize,
-    /// accepted | existing (an idempotent repeat) | invalid | conflict (key reused)
+    /// accepted | existing (an idempotent repeat) | invalid | conflict (key reused) |
+    /// suppressed (the organization suppressed the recipient)
     pub status: &'static str,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobSummaryFields>,
@@ -128,6 +129,19 @@ impl ItemResult {
         }
     }
 
+    /// A valid item to a recipient the organization suppressed: not stored.
+    pub fn suppressed(index: usize) -> Self {
+        Self {
+            index,
+            status: "suppressed",
+            job: None,
+            errors: vec![FieldError::new(
+                "to",
+                format!("recipient_suppressed: {}", super::suppressions::SUPPRESSED),
+            )],
+        }
+    }
+
     /// A valid item's result from the store (`None` would be a store bug: reported as such).
     pub fn stored(index: usize, inserted: Option<Inserted>) -> Self {
         let (status, job, errors) = match inserted {
@@ -160,6 +174,7 @@ pub fn answer(results: &[ItemResult]) -> Value {
         "existing": count("existing"),
         "invalid": count("invalid"),
         "conflict": count("conflict"),
+        "suppressed": count("suppressed"),
         "results": results,
     })
 }

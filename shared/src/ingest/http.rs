@@ -17,6 +17,10 @@ pub(crate) enum Route {
     Get(String),
     Cancel(String),
     Requeue(String),
+    ListSuppressions,
+    AddSuppression,
+    /// The recipient as the path spells it, still URL-encoded.
+    RemoveSuppression(String),
 }
 
 /// The request's path without the API Gateway stage prefix, if any.
@@ -76,6 +80,27 @@ pub(crate) fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
                 _ => (None, name.trim_start_matches("POST "), "POST"),
             }
         }
+        ["suppressions"] => match method {
+            Method::GET => (
+                Some(Route::ListSuppressions),
+                "GET /suppressions",
+                "GET, POST",
+            ),
+            Method::POST => (
+                Some(Route::AddSuppression),
+                "POST /suppressions",
+                "GET, POST",
+            ),
+            _ => (None, "/suppressions", "GET, POST"),
+        },
+        ["suppressions", recipient] => match method {
+            Method::DELETE => (
+                Some(Route::RemoveSuppression((*recipient).to_owned())),
+                "DELETE /suppressions/{recipient}",
+                "DELETE",
+            ),
+            _ => (None, "/suppressions/{recipient}", "DELETE"),
+        },
         _ => return Err(ApiError::not_found("no such route")),
     };
     match route {

@@ -1,9 +1,12 @@
-//! `GET /notifications` query parameters and its opaque keyset cursor.
+//! Keyset pages (`GET /notifications`, `GET /suppressions`): the query parameters, the
+//! opaque cursors and the page answer `{"items": [...], "next_cursor": ...}`.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::{DateTime, SecondsFormat, Utc};
 use lambda_http::aws_lambda_events::query_map::QueryMap;
+use serde::Serialize;
+use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::FieldError;
@@ -30,14 +33,42 @@ impl ListQuery {
             Some(s) => match JobStatus::parse(s) {
                 Some(status) => Some(status),
                 None => {
+                    let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
                     errors.push(FieldError::new(
                         "status",
-                        "must be pending, processing, sent, failed, dead or cancelled",
+                        format!("must be one of {}", names.join(", ")),
                     ));
                     None
                 }
             },
         };
+        let page = Page::parse(query, decode_cursor, &mut errors);
+        if errors.is_empty() {
+            Ok(Self {
+                status,
+                limit: page.limit,
+                after: page.after,
+            })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// The paging parameters every listing takes: `limit` (1–500, default 50) and `cursor`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<C> {
+    pub limit: u32,
+    pub after: Option<C>,
+}
+
+impl<C> Page<C> {
+    /// Reads `limit` and `cursor` (read by `decode`), noting what is wrong in `errors`.
+    pub fn parse(
+        query: &QueryMap,
+        decode: impl FnOnce(&str) -> Option<C>,
+        errors: &mut Vec<FieldError>,
+    ) -> Self {
         let limit = match query.first("limit") {
             None => DEFAULT_LIMIT,
             Some(raw) => match raw.parse::<u32>() {
@@ -48,29 +79,32 @@ impl ListQuery {
                 }
             },
         };
-        let after = match query.first("cursor") {
-            None => None,
-            Some(raw) => match decode_cursor(raw) {
-                Some(cursor) => Some(cursor),
-                None => {
-                    errors.push(FieldError::new(
-                        "cursor",
-                        "is not a cursor this API returned",
-                    ));
-                    None
-                }
-            },
-        };
-        if errors.is_empty() {
-            Ok(Self {
-                status,
-                limit,
-                after,
-            })
-        } else {
-            Err(errors)
-        }
+        let after = query.first("cursor").and_then(|raw| {
+            let cursor = decode(raw);
+            if cursor.is_none() {
+                errors.push(FieldError::new(
+                    "cursor",
+                    "is not a cursor this API returned",
+                ));
+            }
+            cursor
+        });
+        Self { limit, after }
     }
+}
+
+/// A page's answer: the items and, when the page is full, the cursor after its last item
+/// (a full last page is followed by an empty one).
+pub fn answer<T: Serialize>(
+    items: &[T],
+    limit: u32,
+    cursor_after: impl FnOnce(&T) -> String,
+) -> Value {
+    let next_cursor = items
+        .last()
+        .filter(|_| items.len() == limit as usize)
+        .map(cursor_after);
+    json!({"items": items, "next_cursor": next_cursor})
 }
 
 /// The cursor after `last`: opaque to callers (base64url of its time and id).

@@ -1,4 +1,5 @@
-//! The ingest API: `POST /notifications` and `GET /notifications/{id}` behind API Gateway.
+//! The ingest API behind API Gateway: `/notifications` (send, batch, read, list, cancel,
+//! requeue) and the organization's suppression list (`/suppressions`).
 //!
 //! The handler validates, persists and answers; it never calls a provider. Every answer
 //! is either "accepted and persisted" or a refusal that wrote nothing, in one JSON error
@@ -8,6 +9,7 @@ pub mod batch;
 pub mod error;
 mod http;
 mod listing;
+pub mod suppressions;
 pub mod validate;
 
 use std::sync::Arc;
@@ -17,11 +19,10 @@ use chrono::Utc;
 use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
-use serde_json::json;
 use uuid::Uuid;
 
 use crate::config::{self, ConfigError};
-use crate::store::{Inserted, JobStore, JobSummary, ListCursor, NewJob, Transition};
+use crate::store::{Inserted, JobSummary, ListCursor, NewJob, Store, Transition};
 pub use error::ApiError;
 pub(crate) use http::valid_key;
 use http::{idempotency_key, json_body, organization, parse_id, request_id, route, Route};
@@ -105,12 +106,12 @@ struct RateLimitHeaders {
 
 /// The ingest service: holds the store port, answers API Gateway requests.
 pub struct Ingest {
-    store: Arc<dyn JobStore>,
+    store: Arc<dyn Store>,
     config: IngestConfig,
 }
 
 impl Ingest {
-    pub fn new(store: Arc<dyn JobStore>, config: IngestConfig) -> Self {
+    pub fn new(store: Arc<dyn Store>, config: IngestConfig) -> Self {
         Self { store, config }
     }
 
@@ -135,10 +136,13 @@ impl Ingest {
             latency_ms,
             "request"
         );
+        let no_content = status == StatusCode::NO_CONTENT;
         let mut builder = Response::builder()
             .status(status)
-            .header(header::CONTENT_TYPE, "application/json")
             .header("x-request-id", request_id);
+        if !no_content {
+            builder = builder.header(header::CONTENT_TYPE, "application/json");
+        }
         if status == StatusCode::ACCEPTED {
             if let Some(id) = job_id {
                 builder = builder.header(header::LOCATION, format!("/notifications/{id}"));
@@ -159,8 +163,13 @@ impl Ingest {
         if let Some(allow) = outcome.response.as_ref().err().and_then(|e| e.allow) {
             builder = builder.header(header::ALLOW, allow);
         }
+        let body = if no_content {
+            Body::Empty
+        } else {
+            Body::Text(body.to_string())
+        };
         builder
-            .body(Body::Text(body.to_string()))
+            .body(body)
             .unwrap_or_else(|_| Response::new(Body::Empty))
     }
 
@@ -203,6 +212,11 @@ impl Ingest {
             Route::Get(id) => self.get(organization_id, &id).await,
             Route::Cancel(id) => self.transition(organization_id, &id, Change::Cancel).await,
             Route::Requeue(id) => self.transition(organization_id, &id, Change::Requeue).await,
+            Route::ListSuppressions => self.list_suppressions(req, organization_id).await,
+            Route::AddSuppression => self.add_suppression(req, organization_id).await,
+            Route::RemoveSuppression(recipient) => {
+                self.remove_suppression(organization_id, &recipient).await
+            }
         }
     }
 
@@ -218,12 +232,19 @@ impl Ingest {
         })
     }
 
+    /// `POST /notifications`. A suppressed recipient is refused before the insert, so the
+    /// refusal writes nothing; that includes the replay of a request accepted before the
+    /// recipient was suppressed (its job ends `dead`, `suppressed`, when claimed).
     async fn create(&self, req: &Request, organization_id: Uuid) -> Answer {
         let body = json_body(req, MAX_BODY_BYTES)?;
         let key = idempotency_key(req.headers())?;
         let job = validate(&body, Utc::now())
             .map_err(ApiError::invalid)?
             .into_job(organization_id, key, self.config.max_age);
+        let suppressed = self.suppressed_among(organization_id, &[&job]).await?;
+        if !suppressed.is_empty() {
+            return Err(suppressions::refusal());
+        }
         let inserted = self.store.insert(&job).await?;
         match inserted {
             Inserted::Created(summary) => Ok((
@@ -293,26 +314,20 @@ impl Ingest {
             .store
             .list(organization_id, query.status, query.after, query.limit)
             .await?;
-        let next_cursor = (jobs.len() == query.limit as usize)
-            .then(|| jobs.last())
-            .flatten()
-            .map(|last| {
-                listing::encode_cursor(ListCursor {
-                    created_at: last.created_at,
-                    id: last.id,
-                })
-            });
-        Ok((
-            StatusCode::OK,
-            json!({"items": jobs, "next_cursor": next_cursor}),
-            None,
-        ))
+        let page = listing::answer(&jobs, query.limit, |last| {
+            listing::encode_cursor(ListCursor {
+                created_at: last.created_at,
+                id: last.id,
+            })
+        });
+        Ok((StatusCode::OK, page, None))
     }
 }
 
 impl Ingest {
-    /// `POST /notifications/batch`: every valid item inserted in one statement; the answer
-    /// says, item by item, what became of it.
+    /// `POST /notifications/batch`: every valid item to a recipient not suppressed inserted
+    /// in one statement (after one suppression query); the answer says, item by item, what
+    /// became of it.
     async fn batch(&self, req: &Request, organization_id: Uuid) -> Answer {
         let body = json_body(req, MAX_BATCH_BODY_BYTES)?;
         let items = batch::items(&body).map_err(ApiError::invalid)?;
@@ -321,16 +336,21 @@ impl Ingest {
             .iter()
             .map(|item| batch::new_job(item, organization_id, now, self.config.max_age))
             .collect();
-        let valid: Vec<NewJob> = checked
-            .iter()
-            .filter_map(|c| c.as_ref().ok().cloned())
+        let valid: Vec<&NewJob> = checked.iter().filter_map(|c| c.as_ref().ok()).collect();
+        let suppressed = self.suppressed_among(organization_id, &valid).await?;
+        let is_suppressed = |job: &NewJob| suppressed.contains(&suppressions::recipient(job));
+        let to_insert: Vec<NewJob> = valid
+            .into_iter()
+            .filter(|job| !is_suppressed(job))
+            .cloned()
             .collect();
-        let mut inserted = self.store.insert_many(&valid).await?.into_iter();
+        let mut inserted = self.store.insert_many(&to_insert).await?.into_iter();
         let results: Vec<batch::ItemResult> = checked
             .into_iter()
             .enumerate()
             .map(|(index, check)| match check {
                 Err(errors) => batch::ItemResult::invalid(index, errors),
+                Ok(job) if is_suppressed(&job) => batch::ItemResult::suppressed(index),
                 Ok(_) => batch::ItemResult::stored(index, inserted.next()),
             })
             .collect();

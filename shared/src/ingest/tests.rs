@@ -1,5 +1,6 @@
 //! Routing and the refusals that come before any store call, without a database: the store
-//! here fails the test if it is called at all.
+//! here fails the test if it is called at all (but for the suppression check, when a test
+//! gives it a list to answer with).
 
 use std::sync::Arc;
 
@@ -11,8 +12,11 @@ use uuid::Uuid;
 use super::{Ingest, IngestConfig, MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::store::*;
 
-/// A store that must never be reached.
-struct Untouchable;
+/// A store that must never be reached; with a suppression list, `suppressed` answers from it.
+#[derive(Default)]
+struct Untouchable {
+    suppression_list: Option<Vec<String>>,
+}
 
 fn touched<T>(what: &str) -> Result<T, StoreError> {
     panic!("the store was called ({what}): this request should have been refused before")
@@ -83,9 +87,63 @@ impl JobStore for Untouchable {
     }
 }
 
+#[async_trait]
+impl SuppressionStore for Untouchable {
+    async fn suppressed(&self, _: Uuid, recipients: &[String]) -> Result<Vec<String>, StoreError> {
+        match &self.suppression_list {
+            Some(list) => Ok(recipients
+                .iter()
+                .filter(|r| list.contains(r))
+                .cloned()
+                .collect()),
+            None => touched("suppressed"),
+        }
+    }
+    async fn list_suppressions(
+        &self,
+        _: Uuid,
+        _: Option<&str>,
+        _: u32,
+    ) -> Result<Vec<Suppression>, StoreError> {
+        touched("list_suppressions")
+    }
+    async fn add_suppression(
+        &self,
+        _: Uuid,
+        _: &str,
+        _: Option<&str>,
+    ) -> Result<(Suppression, bool), StoreError> {
+        touched("add_suppression")
+    }
+    async fn remove_suppression(&self, _: Uuid, _: &str) -> Result<bool, StoreError> {
+        touched("remove_suppression")
+    }
+}
+
+#[async_trait]
+impl FeedbackStore for Untouchable {
+    async fn record_feedback(
+        &self,
+        _: &[crate::feedback::FeedbackEvent],
+        _: Now,
+    ) -> Result<FeedbackReport, StoreError> {
+        touched("record_feedback")
+    }
+    async fn apply_waiting_feedback(&self, _: Now) -> Result<FeedbackReport, StoreError> {
+        touched("apply_waiting_feedback")
+    }
+    async fn drop_unmatched_feedback(&self, _: u32, _: u32, _: Now) -> Result<u64, StoreError> {
+        touched("drop_unmatched_feedback")
+    }
+}
+
 fn ingest() -> Ingest {
+    ingest_over(Untouchable::default())
+}
+
+fn ingest_over(store: Untouchable) -> Ingest {
     Ingest::new(
-        Arc::new(Untouchable),
+        Arc::new(store),
         IngestConfig {
             allow_org_header: true,
             ..IngestConfig::default()
@@ -127,6 +185,19 @@ async fn refusal(req: Request) -> (StatusCode, String, Option<String>) {
     )
 }
 
+/// Each request is refused 400 with its error code.
+async fn all_refused_400(cases: impl IntoIterator<Item = (Request, &str)>) {
+    for (req, expected) in cases {
+        let what = format!("{} {}", req.method(), req.uri());
+        let (status, code, _) = refusal(req).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::BAD_REQUEST, expected),
+            "{what}"
+        );
+    }
+}
+
 const SMS: &str = r#"{"channel":"sms","to":"+15555550100","message":"hi"}"#;
 const JSON: Option<&str> = Some("application/json");
 
@@ -137,6 +208,8 @@ async fn unknown_paths_are_404() {
         "/notification",
         "/notifications/a/b/c",
         "/v2/notifications/x/retry",
+        "/suppression",
+        "/suppressions/a/b",
     ] {
         let (status, code, _) = refusal(request("GET", path, None, "")).await;
         assert_eq!(
@@ -156,6 +229,14 @@ async fn wrong_methods_are_405_with_allow() {
         ("GET", "/notifications/batch".to_owned(), "POST"),
         ("GET", format!("/notifications/{id}/cancel"), "POST"),
         ("DELETE", format!("/notifications/{id}/requeue"), "POST"),
+        ("DELETE", "/suppressions".to_owned(), "GET, POST"),
+        ("PUT", "/suppressions".to_owned(), "GET, POST"),
+        ("GET", "/suppressions/%2B15555550100".to_owned(), "DELETE"),
+        (
+            "POST",
+            "/suppressions/user%40example.com".to_owned(),
+            "DELETE",
+        ),
     ] {
         let (status, code, allowed) = refusal(request(method, &path, None, "")).await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
@@ -235,17 +316,139 @@ async fn bad_json_bad_fields_bad_ids_and_bad_keys_are_400() {
             "validation_failed",
         ),
     ];
-    for (req, expected) in cases {
-        let what = format!("{} {}", req.method(), req.uri());
-        let (status, code, _) = refusal(req).await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::BAD_REQUEST, expected),
-            "{what}"
-        );
-    }
+    all_refused_400(cases).await;
     let mut req = request("POST", "/notifications", JSON, SMS);
     req.headers_mut()
         .insert("idempotency-key", "has space".parse().unwrap());
     assert_eq!(refusal(req).await.1, "invalid_idempotency_key");
+}
+
+fn with_query(req: Request, pairs: &[(&str, &str)]) -> Request {
+    req.with_query_string_parameters(
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<std::collections::HashMap<_, _>>(),
+    )
+}
+
+#[tokio::test]
+async fn the_suppression_routes_refuse_bad_requests_before_the_store() {
+    let cases = [
+        (
+            request(
+                "POST",
+                "/suppressions",
+                JSON,
+                r#"{"recipient":"15555550100"}"#,
+            ),
+            "validation_failed",
+        ),
+        (
+            request(
+                "POST",
+                "/suppressions",
+                JSON,
+                r#"{"recipient":"a@example.com","reason":"bounce"}"#,
+            ),
+            "validation_failed",
+        ),
+        (request("POST", "/suppressions", JSON, "{"), "invalid_json"),
+        (
+            with_query(request("GET", "/suppressions", None, ""), &[("limit", "0")]),
+            "validation_failed",
+        ),
+        (
+            with_query(
+                request("GET", "/suppressions", None, ""),
+                &[("limit", "501")],
+            ),
+            "validation_failed",
+        ),
+        (
+            with_query(
+                request("GET", "/suppressions", None, ""),
+                &[("cursor", "not-a-cursor")],
+            ),
+            "validation_failed",
+        ),
+        (
+            request("DELETE", "/suppressions/%FF%FE", None, ""),
+            "invalid_recipient",
+        ),
+    ];
+    all_refused_400(cases).await;
+    let (status, code, _) = refusal(request("POST", "/suppressions", None, "{}")).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+    );
+    let big = format!(
+        r#"{{"recipient":"a@example.com","detail":"{}"}}"#,
+        "x".repeat(MAX_BODY_BYTES)
+    );
+    let (status, _, _) = refusal(request("POST", "/suppressions", JSON, &big)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn the_suppression_routes_need_an_organization() {
+    for (method, path) in [
+        ("GET", "/suppressions"),
+        ("POST", "/suppressions"),
+        ("DELETE", "/suppressions/%2B15555550100"),
+    ] {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(Body::from(r#"{"recipient":"+15555550100"}"#))
+            .unwrap();
+        let (status, code, _) = refusal(req).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{method} {path}"
+        );
+    }
+}
+
+#[test]
+fn a_listing_by_an_unknown_status_names_every_status() {
+    let query: lambda_http::aws_lambda_events::query_map::QueryMap =
+        std::collections::HashMap::from([("status".to_owned(), "lost".to_owned())]).into();
+    let errors = super::listing::ListQuery::parse(&query).unwrap_err();
+    for status in crate::domain::JobStatus::ALL {
+        assert!(
+            errors[0].message.contains(status.as_str()),
+            "{}",
+            errors[0].message
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_suppressed_recipient_is_refused_422_before_any_insert() {
+    let ingest = ingest_over(Untouchable {
+        suppression_list: Some(vec!["+15555550100".into(), "user@example.com".into()]),
+    });
+    let email = r#"{"channel":"email","to":"User@Example.COM","subject":"s","text":"t"}"#;
+    for body in [SMS, email] {
+        let response = ingest
+            .handle(request("POST", "/notifications", JSON, body))
+            .await;
+        assert_eq!(
+            response.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}"
+        );
+        let Body::Text(text) = response.body() else {
+            panic!("a JSON text body")
+        };
+        let answer: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(answer["error"]["code"], "recipient_suppressed");
+        assert_eq!(answer["error"]["fields"][0]["field"], "to");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("DELETE /suppressions/"), "{message}");
+    }
 }

@@ -7,10 +7,12 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::domain::Channel;
+use crate::domain::{normalize_recipient, Channel};
 
 pub const MAX_SMS_CHARS: usize = 1600;
 pub const MAX_SUBJECT_CHARS: usize = 998;
+/// The longest address SMTP carries (RFC 5321's 256-octet path, less its angle brackets).
+pub const MAX_EMAIL_CHARS: usize = 254;
 pub const MAX_SCHEDULE_AHEAD_DAYS: i64 = 30;
 /// `expires_at` may be at most this long after `send_at`.
 pub const MAX_LIFETIME_DAYS: i64 = 30;
@@ -103,16 +105,71 @@ impl PhoneNumber {
     }
 }
 
+/// An email address SES delivers to: the address alone, no display name ("Ann <a@x>"); a
+/// dotted host name, no address literal ("a@[192.0.2.1]") nor dotless host ("a@host"); no
+/// control or bidirectional-formatting characters (U+202E turns "moc.elpmaxe" into
+/// "example.com" on screen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Email(String);
+
+impl Email {
+    pub fn parse(s: &str) -> Result<Self, &'static str> {
+        const INVALID: &str = "must be a valid email address";
+        if s.chars().any(|c| c.is_control() || is_format_char(c)) {
+            return Err(INVALID);
+        }
+        match s.parse::<EmailAddress>() {
+            Ok(addr)
+                if addr.display_part().is_empty()
+                    && addr.as_str() == s
+                    && is_deliverable_domain(addr.domain()) =>
+            {
+                Ok(Self(s.to_owned()))
+            }
+            _ => Err(INVALID),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The channel of a recipient named without one (the suppression routes): a phone number
+/// starts with `+` (E.164); anything else is taken for an email address.
+pub fn recipient_channel(recipient: &str) -> Channel {
+    if recipient.trim_start().starts_with('+') {
+        Channel::Sms
+    } else {
+        Channel::Email
+    }
+}
+
+/// A recipient named without its channel (`POST /suppressions`), held to the rules `to`
+/// follows on that channel, and normalised as the suppression list keeps it.
+pub fn parse_recipient(raw: &str) -> Result<String, &'static str> {
+    let channel = recipient_channel(raw);
+    match channel {
+        Channel::Sms => {
+            PhoneNumber::parse(raw)?;
+        }
+        Channel::Email => {
+            Email::parse(raw).map_err(|_| {
+                "must be an email address, or a phone number in E.164 format (+ then 2 to 15 \
+                 digits)"
+            })?;
+        }
+    }
+    Ok(normalize_recipient(channel, raw))
+}
+
 /// Validates a parsed JSON body against the send contract, `now` being the current time.
 pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<FieldError>> {
-    let Some(obj) = body.as_object() else {
-        return Err(vec![FieldError::new("", "the body must be a JSON object")]);
-    };
     let mut errors = Vec::new();
-    let mut fields = Fields {
-        obj,
-        errors: &mut errors,
+    let Some(mut fields) = Fields::of(body, &mut errors) else {
+        return Err(errors);
     };
+    let obj = fields.obj;
 
     let channel = match obj.get("channel") {
         None => {
@@ -195,11 +252,7 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
         None => &[],
     };
     if channel.is_some() {
-        for key in obj.keys() {
-            if !allowed.contains(&key.as_str()) {
-                fields.error(key, "is not a known field");
-            }
-        }
+        fields.refuse_unknown(allowed);
     }
 
     let max_attempts = match obj.get("max_attempts") {
@@ -282,18 +335,46 @@ fn hash(
     hex::encode(Sha256::digest(normalised.to_string().as_bytes()))
 }
 
-struct Fields<'a> {
-    obj: &'a Map<String, Value>,
+/// A JSON object's fields, read one by one; every problem is noted in `errors`.
+pub(super) struct Fields<'a> {
+    pub(super) obj: &'a Map<String, Value>,
     errors: &'a mut Vec<FieldError>,
 }
 
-impl Fields<'_> {
-    fn error(&mut self, field: &str, message: &str) {
+impl<'a> Fields<'a> {
+    /// The fields of `body`; `None` (and the error noted) when it is not a JSON object.
+    pub(super) fn of(body: &'a Value, errors: &'a mut Vec<FieldError>) -> Option<Self> {
+        match body.as_object() {
+            Some(obj) => Some(Self { obj, errors }),
+            None => {
+                errors.push(FieldError::new("", "the body must be a JSON object"));
+                None
+            }
+        }
+    }
+
+    pub(super) fn error(&mut self, field: &str, message: &str) {
         self.errors.push(FieldError::new(field, message));
     }
 
+    /// Names every field not in `allowed`: bodies refuse what they do not know.
+    pub(super) fn refuse_unknown(&mut self, allowed: &[&str]) {
+        for key in self.obj.keys() {
+            if !allowed.contains(&key.as_str()) {
+                self.errors
+                    .push(FieldError::new(key.as_str(), "is not a known field"));
+            }
+        }
+    }
+
     /// A string field of `min..=max` characters, without NUL (PostgreSQL cannot store it).
-    fn string(&mut self, name: &str, required: bool, min: usize, max: usize) -> Option<String> {
+    pub(super) fn string(
+        &mut self,
+        name: &str,
+        required: bool,
+        min: usize,
+        max: usize,
+    ) -> Option<String> {
         match self.obj.get(name) {
             None if required => {
                 self.error(name, "is required");
@@ -321,25 +402,11 @@ impl Fields<'_> {
     }
 
     fn email(&mut self, name: &str, required: bool) -> Option<String> {
-        let raw = self.string(name, required, 1, 254)?;
-        // control and bidirectional-formatting characters (U+202E turns "moc.elpmaxe" into
-        // "example.com" on screen) have no place in an address
-        if raw.chars().any(|c| c.is_control() || is_format_char(c)) {
-            self.error(name, "must be a valid email address");
-            return None;
-        }
-        match raw.parse::<EmailAddress>() {
-            // a display name ("Ann <a@x>") is not accepted: the address alone; and only a
-            // domain SES delivers to: no literal ("a@[192.0.2.1]"), no dotless host ("a@host")
-            Ok(addr)
-                if addr.display_part().is_empty()
-                    && addr.as_str() == raw
-                    && is_deliverable_domain(addr.domain()) =>
-            {
-                Some(raw)
-            }
-            _ => {
-                self.error(name, "must be a valid email address");
+        let raw = self.string(name, required, 1, MAX_EMAIL_CHARS)?;
+        match Email::parse(&raw) {
+            Ok(_) => Some(raw),
+            Err(why) => {
+                self.error(name, why);
                 None
             }
         }

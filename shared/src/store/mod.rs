@@ -156,6 +156,9 @@ pub struct ClaimedJob {
     pub tries: i32,
     pub claim_token: Uuid,
     pub claimed_at: DateTime<Utc>,
+    /// The organization suppressed the recipient after the job was accepted: the worker
+    /// ends the job `dead` without calling the provider.
+    pub suppressed: bool,
 }
 
 /// What the worker decided for one attempt.
@@ -271,7 +274,112 @@ pub struct DeliveryView {
     pub fenced: bool,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
+    /// What the provider reported about this attempt, oldest first.
+    pub feedback: Vec<FeedbackView>,
 }
+
+/// One provider event recorded against an attempt.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct FeedbackView {
+    /// delivery, bounce, transient_bounce, complaint, reject, delivery_delay, send,
+    /// rendering_failure, sms_failure.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub subtype: Option<String>,
+    pub diagnostic: Option<String>,
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// A recipient on an organization's suppression list.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Suppression {
+    /// Email in lower case, phone in E.164.
+    pub recipient: String,
+    /// bounce, complaint, sms_failure or manual.
+    pub reason: String,
+    pub detail: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What recording one invocation's events did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FeedbackReport {
+    /// Events recorded for the first time, by channel and kind (a redelivered copy is not
+    /// counted): `{"email": {"delivery": 2, "bounce": 1}}`.
+    pub recorded: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
+    /// Events copied before (SNS delivers at least once).
+    pub duplicates: u64,
+    /// Events applied to their attempt (these and any that waited for it).
+    pub applied: u64,
+    /// Jobs whose status changed (delivered or bounced).
+    pub jobs_changed: u64,
+    /// Recipients newly suppressed.
+    pub suppressed: u64,
+}
+
+/// The suppression list port (ingest and the suppression routes).
+#[async_trait]
+pub trait SuppressionStore: Send + Sync {
+    /// Which of these normalised recipients the organization has suppressed.
+    async fn suppressed(
+        &self,
+        organization_id: Uuid,
+        recipients: &[String],
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// A page of the organization's list in recipient order, after `after`.
+    async fn list_suppressions(
+        &self,
+        organization_id: Uuid,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Suppression>, StoreError>;
+
+    /// Suppresses a normalised recipient by hand; `true` when it was not suppressed before
+    /// (an existing entry is returned unchanged with `false`).
+    async fn add_suppression(
+        &self,
+        organization_id: Uuid,
+        recipient: &str,
+        detail: Option<&str>,
+    ) -> Result<(Suppression, bool), StoreError>;
+
+    /// Lifts a suppression; `false` when the recipient was not suppressed.
+    async fn remove_suppression(
+        &self,
+        organization_id: Uuid,
+        recipient: &str,
+    ) -> Result<bool, StoreError>;
+}
+
+/// The provider-feedback port (the feedback function and the sweeper).
+#[async_trait]
+pub trait FeedbackStore: Send + Sync {
+    /// Records the events (copies of recorded ones are skipped) and applies every recorded
+    /// event whose attempt is known.
+    async fn record_feedback(
+        &self,
+        events: &[crate::feedback::FeedbackEvent],
+        now: Now,
+    ) -> Result<FeedbackReport, StoreError>;
+
+    /// Applies waiting events whose attempt has been recorded since (`recorded` and
+    /// `duplicates` stay empty).
+    async fn apply_waiting_feedback(&self, now: Now) -> Result<FeedbackReport, StoreError>;
+
+    /// Drops up to `limit` events that waited more than `older_than_secs` for their attempt.
+    async fn drop_unmatched_feedback(
+        &self,
+        older_than_secs: u32,
+        limit: u32,
+        now: Now,
+    ) -> Result<u64, StoreError>;
+}
+
+/// Everything the service keeps: jobs, the suppression list and provider feedback.
+pub trait Store: JobStore + SuppressionStore + FeedbackStore {}
+
+impl<T: JobStore + SuppressionStore + FeedbackStore> Store for T {}
 
 /// The job repository port. [`PgStore`] is the production adapter.
 #[async_trait]

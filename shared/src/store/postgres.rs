@@ -11,8 +11,8 @@ use tokio_postgres::{Client, Row};
 use uuid::Uuid;
 
 use super::{
-    ClaimedJob, CompleteReport, Completion, DeliveryView, IngestWindow, Inserted, JobStore,
-    JobSummary, JobView, ListCursor, NewJob, Now, StoreError, SweepReport, Transition,
+    ClaimedJob, CompleteReport, Completion, DeliveryView, FeedbackView, IngestWindow, Inserted,
+    JobStore, JobSummary, JobView, ListCursor, NewJob, Now, StoreError, SweepReport, Transition,
 };
 use crate::db::DbConfig;
 use crate::domain::{Channel, JobStatus};
@@ -41,6 +41,10 @@ pub mod sql {
                 sql: Cow::Borrowed(include_str!(concat!("../../sql/", $file))),
                 params: &[$(Type::$ty),*],
             };)*
+
+            /// Every statement declared here, by name (the unit tests check each).
+            #[cfg(test)]
+            pub(super) static DECLARED: &[(&str, &Query)] = &[$((stringify!($name), &$name)),*];
         };
     }
 
@@ -73,6 +77,16 @@ pub mod sql {
         REQUEUE = "requeue.sql" [UUID, UUID];
         JOB_STATUS = "job_status.sql" [UUID, UUID];
         LIST_JOBS = "list_jobs.sql" [UUID, TEXT, TIMESTAMPTZ, UUID, INT8];
+        RECORD_FEEDBACK = "record_feedback.sql" [
+            TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, BOOL_ARRAY,
+            TIMESTAMPTZ_ARRAY, JSONB_ARRAY, TIMESTAMPTZ, TEXT_ARRAY
+        ];
+        APPLY_FEEDBACK = "apply_feedback.sql" [TIMESTAMPTZ];
+        DROP_UNMATCHED_FEEDBACK = "drop_unmatched_feedback.sql" [FLOAT8, INT8, TIMESTAMPTZ];
+        SUPPRESSED_RECIPIENTS = "suppressed_recipients.sql" [UUID, TEXT_ARRAY];
+        LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8];
+        ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT];
+        REMOVE_SUPPRESSION = "remove_suppression.sql" [UUID, TEXT];
     }
 
     /// The fair, rate-limited claim: claim_fair.sql's choice of rows, claim.sql's UPDATE.
@@ -125,6 +139,8 @@ pub mod sql {
 }
 
 use sql::Query;
+
+mod feedback;
 
 /// The job repository over one PostgreSQL connection per process.
 ///
@@ -403,6 +419,7 @@ fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
         tries: row.get("tries"),
         claim_token: row.get("claim_token"),
         claimed_at: row.get("claimed_at"),
+        suppressed: row.get("suppressed"),
     })
 }
 
@@ -533,6 +550,9 @@ impl JobStore for PgStore {
                 fenced: d.get("fenced"),
                 started_at: d.get("started_at"),
                 finished_at: d.get("finished_at"),
+                feedback: d
+                    .get::<_, tokio_postgres::types::Json<Vec<FeedbackView>>>("feedback")
+                    .0,
             })
             .collect();
         Ok(Some(JobView {
@@ -741,9 +761,7 @@ mod tests {
             !statement.contains("/* the UPDATE of claim.sql */"),
             "marker replaced"
         );
-        assert!(statement
-            .trim_end()
-            .ends_with("j.claim_token, j.claimed_at"));
+        assert!(statement.trim_end().ends_with("AS suppressed"));
         assert_eq!(
             statement.matches("UPDATE notification_jobs AS j").count(),
             1
@@ -782,26 +800,11 @@ mod tests {
 
     #[test]
     fn every_statement_declares_one_type_per_parameter() {
-        let all: [(&str, &Query); 18] = [
-            ("claim", &sql::CLAIM),
-            ("claim_fair", &sql::CLAIM_FAIR),
-            ("complete_and_claim", &sql::COMPLETE_AND_CLAIM),
-            ("complete", &sql::COMPLETE_TEMPLATE),
-            ("count_ingest", &sql::COUNT_INGEST),
-            ("prune_counters", &sql::PRUNE_COUNTERS),
-            ("insert_jobs", &sql::INSERT_JOBS),
-            ("find_by_idempotency_keys", &sql::FIND_BY_IDEMPOTENCY_KEYS),
-            ("get_job", &sql::GET_JOB),
-            ("list_deliveries", &sql::LIST_DELIVERIES),
-            ("sweep", &sql::SWEEP),
-            ("prune", &sql::PRUNE),
-            ("release", &sql::RELEASE),
-            ("expire", &sql::EXPIRE),
-            ("cancel", &sql::CANCEL),
-            ("requeue", &sql::REQUEUE),
-            ("job_status", &sql::JOB_STATUS),
-            ("list_jobs", &sql::LIST_JOBS),
+        let composed: [(&str, &Query); 2] = [
+            ("CLAIM_FAIR", &sql::CLAIM_FAIR),
+            ("COMPLETE_AND_CLAIM", &sql::COMPLETE_AND_CLAIM),
         ];
+        let all = sql::DECLARED.iter().copied().chain(composed);
         for (name, query) in all {
             assert_eq!(highest_parameter(&query.sql), query.params.len(), "{name}");
         }

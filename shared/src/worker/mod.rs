@@ -19,7 +19,8 @@ use serde::Serialize;
 
 use crate::config::{ConfigError, Vars};
 use crate::delivery::{
-    masked_recipient_of, Deliverer, DeliveryConfig, DeliveryError, ErrorClass, WORKER_PANIC,
+    masked_recipient_of, Deliverer, DeliveryConfig, DeliveryError, ErrorClass, SUPPRESSED,
+    WORKER_PANIC,
 };
 use crate::store::{ClaimedJob, CompleteReport, Completion, Decision, JobStore, StoreError};
 
@@ -268,8 +269,24 @@ async fn attempt(
     timeout: Duration,
     handed: &AtomicBool,
 ) -> (usize, Attempt) {
-    handed.store(true, Ordering::SeqCst);
     let started_at = Utc::now();
+    if job.suppressed {
+        // never handed to the provider: the recipient bounced or complained meanwhile
+        let result = Err(DeliveryError::new(
+            SUPPRESSED,
+            "the recipient is suppressed",
+        ));
+        let finished_at = started_at;
+        return (
+            index,
+            Attempt {
+                started_at,
+                finished_at,
+                result,
+            },
+        );
+    }
+    handed.store(true, Ordering::SeqCst);
     let call = AssertUnwindSafe(deliverer.deliver(job)).catch_unwind();
     let result = match tokio::time::timeout(timeout, call).await {
         Ok(Ok(result)) => result,
@@ -455,6 +472,8 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
             );
             let (provider_message_id, error_code, error_message) = match &attempt.result {
                 Ok(id) => (Some(id.clone()), None, None),
+                // last_error is the code alone
+                Err(err) if err.code == SUPPRESSED => (None, Some(err.code.clone()), None),
                 Err(err) => (None, Some(err.code.clone()), Some(err.detail())),
             };
             if let Err(err) = &attempt.result {

@@ -1,0 +1,55 @@
+-- Apply every recorded event not applied yet whose attempt is now recorded (just received,
+-- or waiting since before the worker recorded the attempt). $1 the current time (NULL: now()).
+--  * The event is tied to its attempt (job_id, attempt).
+--  * The job: a bounce (permanent bounce, reject, SMS failure) makes a sent or delivered job
+--    `bounced`; a delivery makes a `sent` job `delivered`. A delivery arriving after a bounce
+--    changes nothing, and neither does anything else (a transient bounce, a delay).
+--  * A suppressing event puts the job's recipient on its organization's suppression list.
+-- Returns one row per event applied.
+WITH matched AS (
+    UPDATE delivery_feedback AS f
+    SET job_id     = d.job_id,
+        attempt    = d.attempt,
+        applied_at = coalesce($1::timestamptz, now())
+    FROM notification_deliveries AS d
+    WHERE f.applied_at IS NULL
+      AND d.provider_message_id = f.provider_message_id
+    RETURNING f.id, f.job_id, f.kind, f.suppresses, f.diagnostic, f.provider_message_id
+),
+effects AS (
+    SELECT job_id,
+           bool_or(kind IN ('bounce', 'reject', 'sms_failure')) AS bounced,
+           bool_or(kind = 'delivery') AS delivered
+    FROM matched
+    GROUP BY job_id
+),
+changed AS (
+    UPDATE notification_jobs AS j
+    SET status     = CASE WHEN e.bounced THEN 'bounced'::job_status
+                          ELSE 'delivered'::job_status END,
+        updated_at = coalesce($1::timestamptz, now())
+    FROM effects AS e
+    WHERE j.id = e.job_id
+      AND ((e.bounced AND j.status IN ('sent', 'delivered'))
+           OR (NOT e.bounced AND e.delivered AND j.status = 'sent'))
+    RETURNING j.id
+),
+suppressed AS (
+    INSERT INTO suppressions (organization_id, recipient, reason, detail, job_id,
+                              provider_message_id, created_at)
+    SELECT DISTINCT ON (j.organization_id, lower(j.payload ->> 'to'))
+           j.organization_id, lower(j.payload ->> 'to'),
+           CASE m.kind WHEN 'bounce' THEN 'bounce' WHEN 'complaint' THEN 'complaint'
+                       ELSE 'sms_failure' END,
+           m.diagnostic, j.id, m.provider_message_id, coalesce($1::timestamptz, now())
+    FROM matched AS m
+    JOIN notification_jobs AS j ON j.id = m.job_id
+    WHERE m.suppresses
+    ORDER BY j.organization_id, lower(j.payload ->> 'to'), m.id
+    ON CONFLICT (organization_id, recipient) DO NOTHING
+    RETURNING recipient
+)
+SELECT m.kind,
+       (SELECT count(*) FROM changed)::int AS jobs_changed,
+       (SELECT count(*) FROM suppressed)::int AS suppressed
+FROM matched AS m
