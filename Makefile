@@ -25,7 +25,7 @@ setup: ## Check and install the tools: Rust targets, PostgreSQL binaries, python
 	@tests/scripts/setup.sh
 
 .PHONY: demo
-demo: ## The whole flow on local defaults: Postgres, stand-in, cargo lambda watch, sample sends, worker + sweeper, final table
+demo: ## The whole flow on local defaults: Postgres, stand-in, cargo lambda watch, sample sends, worker + sweeper, provider feedback (delivered, bounced, suppressed), final table
 	tests/scripts/demo.sh
 
 .PHONY: test
@@ -111,7 +111,7 @@ invoke/feedback: ## Invoke feedback under make watch with a provider event: EVEN
 	  && cargo lambda invoke feedback --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file '$(EVENT)'
 
 .PHONY: build
-build: ## Build the three functions for Lambda arm64 (cargo lambda build --release --arm64 → target/lambda/*/bootstrap)
+build: ## Build the functions (ingest, worker, sweeper, feedback, migrator) for Lambda arm64 (cargo lambda build --release --arm64 → target/lambda/*/bootstrap)
 	@$(TOOLS); tools_install cargo-lambda && tools_path \
 	  && cargo lambda build --release --arm64 \
 	  && ls -l target/lambda/*/bootstrap

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # `make demo`: the service's main job on local defaults — no AWS account, no Docker engine.
-# Starts PostgreSQL and the AWS stand-in, migrates, serves the three functions with
+# Starts PostgreSQL and the AWS stand-in, migrates, serves the four functions with
 # `cargo lambda watch`, posts sample notifications through the ingest function's local URL,
-# invokes the worker and the sweeper, prints each notification's final status and delivery
-# trail and what the stand-in received, then stops everything it started.
-# Every answer is checked as it comes (each POST's and GET's status, the worker's and the
-# sweeper's summaries): the first that differs from what the demo expects stops it with a
-# message naming the step, and a non-zero exit.
+# invokes the worker and the sweeper, then plays the providers' part: invokes feedback with
+# events shaped as AWS sends them (tests/fixtures/feedback/, naming the message ids the worker
+# recorded) so one email ends delivered, one bounced (and its recipient suppressed: a second
+# POST to it is refused) and one SMS delivered. Prints each notification's final status,
+# delivery trail and feedback and what the stand-in received, then stops everything it started.
+# Every answer is checked as it comes (each POST's and GET's status and fields, the worker's,
+# the sweeper's and feedback's summaries): the first that differs from what the demo expects
+# stops it with a message naming the step, and a non-zero exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -31,7 +34,9 @@ fail() {
   exit 1
 }
 
-# check_json STEP JSON KEY=VALUE...: fails STEP unless JSON is an object with each KEY at VALUE
+# check_json STEP JSON KEY=VALUE...: fails STEP unless JSON is an object with each KEY at VALUE.
+# A KEY may be a path: `deliveries.0.feedback.0.type` (list elements by position); a VALUE
+# that is not a string is compared as compact JSON (`recorded={"email":{"delivery":1}}`).
 check_json() {
   local step=$1 json=$2 problem
   shift 2
@@ -44,9 +49,20 @@ except ValueError:
     sys.exit("not JSON: %r" % text)
 if not isinstance(got, dict):
     sys.exit("not a JSON object: %r" % text)
-bad = ["%s: expected %s, got %s" % (k, v, json.dumps(got.get(k)))
+def at(value, path):
+    for part in path.split("."):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict):
+            value = value.get(part)
+        else:
+            return None
+    return value
+def shown(value):
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+bad = ["%s: expected %s, got %s" % (k, v, json.dumps(at(got, k)))
        for k, v in (p.split("=", 1) for p in pairs)
-       if (got.get(k) if isinstance(got.get(k), str) else json.dumps(got.get(k))) != v]
+       if shown(at(got, k)) != v]
 if bad:
     sys.exit("; ".join(bad) + " in " + text)
 ' "$json" "$@" 2>&1) || fail "$step" "$problem"
@@ -69,7 +85,7 @@ cargo run -q -p shared --bin migrate
 
 say "build the functions (cargo lambda watch would compile them on first call)"
 # as `cargo lambda watch` builds them (`cargo run --bin …` in the workspace: the same features)
-cargo build -q --bin ingest --bin worker --bin sweeper
+cargo build -q --bin ingest --bin worker --bin sweeper --bin feedback
 
 PORT=$(free_port)
 say "cargo lambda watch on port $PORT"
@@ -117,8 +133,9 @@ post "sms" 202 '{"channel":"sms","to":"+15555550101","message":"Your invoice INV
 check_json "sms" "$BODY" status=pending
 SMS_ID=$(id_of "$BODY")
 post "email (text + html)" 202 '{"channel":"email","to":"ann@example.com","subject":"Receipt","text":"Thanks!","html":"<p>Thanks!</p>"}'
-EMAIL_ID=$(id_of "$BODY")
+ANN_ID=$(id_of "$BODY")
 post "email (text)" 202 '{"channel":"email","to":"bob@example.com","subject":"Welcome","text":"Hello Bob"}'
+BOB_ID=$(id_of "$BODY")
 # due 10 seconds from now: after the worker's first run, before its second (the demo waits)
 AHEAD_EPOCH=$(($(date +%s) + 10))
 AHEAD=$(date -u -d "@$AHEAD_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
@@ -140,14 +157,21 @@ psql "$DATABASE_URL" -X -q -c "INSERT INTO notification_jobs (organization_id, c
   VALUES ('$ORG', 'sms', '{\"to\": \"+0123456789\", \"message\": \"rejected by SNS\"}')"
 echo "  sms to +0123456789 inserted as pending"
 
-# invoke STEP FUNCTION KEY=VALUE...: prints the summary; fails STEP unless it has each KEY=VALUE
-invoke() {
-  local step=$1 function=$2 out
-  shift 2
+# invoke_with STEP FUNCTION EVENT-FILE KEY=VALUE...: invokes FUNCTION with the event in
+# EVENT-FILE; prints its answer; fails STEP unless it has each KEY=VALUE (see check_json)
+invoke_with() {
+  local step=$1 function=$2 event=$3 out
+  shift 3
   out=$(cargo lambda invoke "$function" --invoke-address 127.0.0.1 --invoke-port "$PORT" \
-        --data-file tests/fixtures/events/scheduled.json) || fail "$step" "cargo lambda invoke $function failed"
+        --data-file "$event") || fail "$step" "cargo lambda invoke $function failed"
   printf '  %s: %s\n' "$step" "$out"
   check_json "$step" "$out" "$@"
+}
+# invoke STEP FUNCTION KEY=VALUE...: the same with the EventBridge scheduled event
+invoke() {
+  local step=$1 function=$2
+  shift 2
+  invoke_with "$step" "$function" tests/fixtures/events/scheduled.json "$@"
 }
 say "invoke the worker (the scheduled send is not due yet)"
 # due: 2 SMS, 2 emails, the SMS to the rejected number (permanent error: dead at once)
@@ -157,21 +181,85 @@ invoke "worker, first run" worker claimed=5 sent=4 retried=0 held=0 dead=1 relea
 sleep $((AHEAD_EPOCH - $(date +%s) + 1))
 say "invoke the worker again (the scheduled send is due now) and the sweeper"
 invoke "worker, second run" worker claimed=1 sent=1 retried=0 held=0 dead=0 released=0 fenced=0
-invoke "sweeper" sweeper requeued=0 dead=0 expired=0 pruned=0
+invoke "sweeper" sweeper requeued=0 dead=0 expired=0 pruned=0 feedback_applied=0 feedback_dropped=0
+# message_id STEP: the provider message id the worker recorded for the first attempt of the
+# job in $BODY (a GET /notifications/{id} answer); fails STEP if there is none
+message_id() {
+  local found
+  found=$(python3 -c '
+import json, sys
+deliveries = json.loads(sys.argv[1]).get("deliveries") or [{}]
+print(deliveries[0].get("provider_message_id") or "")
+' "$BODY")
+  [ -n "$found" ] || fail "$1" "no deliveries[0].provider_message_id in $BODY"
+  echo "$found"
+}
 request "GET the sms" 200 GET "$URL/$SMS_ID"
 check_json "GET the sms" "$BODY" status=sent attempts=1
-request "GET the email" 200 GET "$URL/$EMAIL_ID"
-check_json "GET the email" "$BODY" status=sent attempts=1
+SMS_MESSAGE_ID=$(message_id "GET the sms")
+request "GET ann's email" 200 GET "$URL/$ANN_ID"
+check_json "GET ann's email" "$BODY" status=sent attempts=1
+ANN_MESSAGE_ID=$(message_id "GET ann's email")
+request "GET bob's email" 200 GET "$URL/$BOB_ID"
+check_json "GET bob's email" "$BODY" status=sent attempts=1
+BOB_MESSAGE_ID=$(message_id "GET bob's email")
 request "GET the scheduled sms" 200 GET "$URL/$SCHEDULED_ID"
 check_json "GET the scheduled sms" "$BODY" status=sent attempts=1
 
-say "final status of each notification and its delivery trail"
+# feedback_event STEP FIXTURE MESSAGE-ID: writes FIXTURE (tests/fixtures/feedback/) with
+# MESSAGE-ID in place of its placeholder, as the event Lambda receives, to $EVENT: an SES
+# fixture is one already (an SNS event); an SMS delivery-status batch (sns-sms-*) goes gzip +
+# base64 into {"awslogs":{"data":…}}, as CloudWatch Logs sends it.
+feedback_event() {
+  local step=$1 fixture=$2 id=$3
+  EVENT="$NOTIF_STATE/feedback-$fixture"
+  python3 - "tests/fixtures/feedback/$fixture" "$id" "$EVENT" <<'PY' || fail "$step" "could not write the event"
+import base64, gzip, json, sys
+fixture, message_id, out = sys.argv[1:]
+event = json.loads(open(fixture).read().replace("MESSAGE_ID", message_id))
+if "logEvents" in event:
+    data = base64.b64encode(gzip.compress(json.dumps(event).encode())).decode()
+    event = {"awslogs": {"data": data}}
+json.dump(event, open(out, "w"))
+PY
+}
+
+say "the providers report back: feedback invoked with events shaped as AWS sends them"
+feedback_event "feedback: SES Delivery" ses-delivery.json "$ANN_MESSAGE_ID"
+invoke_with "feedback: SES Delivery" feedback "$EVENT" events=1 malformed=0 \
+  'recorded={"email":{"delivery":1}}' duplicates=0 applied=1 jobs_changed=1 suppressed=0
+request "GET ann's email" 200 GET "$URL/$ANN_ID"
+check_json "GET ann's email" "$BODY" status=delivered deliveries.0.feedback.0.type=delivery \
+  'deliveries.0.feedback.0.diagnostic=250 2.6.0 Message received'
+
+feedback_event "feedback: SES Bounce" ses-bounce-permanent.json "$BOB_MESSAGE_ID"
+invoke_with "feedback: SES Bounce" feedback "$EVENT" events=1 malformed=0 \
+  'recorded={"email":{"bounce":1}}' duplicates=0 applied=1 jobs_changed=1 suppressed=1
+request "GET bob's email" 200 GET "$URL/$BOB_ID"
+check_json "GET bob's email" "$BODY" status=bounced deliveries.0.feedback.0.type=bounce \
+  deliveries.0.feedback.0.subtype=Permanent/General
+# the suppression list keeps email in lower case: another spelling is the same recipient
+post "email to Bob@example.com" 422 '{"channel":"email","to":"Bob@example.com","subject":"Welcome","text":"Hello again"}'
+check_json "email to Bob@example.com" "$BODY" error.code=recipient_suppressed
+
+feedback_event "feedback: SMS SUCCESS log line" sns-sms-success.json "$SMS_MESSAGE_ID"
+invoke_with "feedback: SMS SUCCESS log line" feedback "$EVENT" events=1 malformed=0 \
+  'recorded={"sms":{"delivery":1}}' duplicates=0 applied=1 jobs_changed=1 suppressed=0
+request "GET the sms" 200 GET "$URL/$SMS_ID"
+check_json "GET the sms" "$BODY" status=delivered deliveries.0.feedback.0.type=delivery
+
+say "final status of each notification, its delivery trail and the providers' feedback"
 psql "$DATABASE_URL" -X -q -P pager=off -c "
   SELECT j.channel, j.payload->>'to' AS recipient, j.status, j.attempts,
-         d.attempt, d.outcome, d.provider, coalesce(d.provider_message_id, d.error_code) AS message_id_or_error
+         d.attempt, d.outcome, d.provider, coalesce(d.provider_message_id, d.error_code) AS message_id_or_error,
+         (SELECT string_agg(f.kind || coalesce(' ' || f.subtype, ''), ', ' ORDER BY f.occurred_at)
+            FROM delivery_feedback f WHERE f.job_id = j.id AND f.attempt = d.attempt) AS feedback
   FROM notification_jobs j
   LEFT JOIN notification_deliveries d ON d.job_id = j.id
   ORDER BY j.created_at, d.attempt"
+echo "  the organization's suppression list:"
+psql "$DATABASE_URL" -X -q -P pager=off -c "
+  SELECT recipient, reason, detail FROM suppressions WHERE organization_id = '$ORG' ORDER BY recipient"
 
 say "what the stand-in received"
 python3 - "$AWS_ENDPOINT_URL/moto-api/data.json" <<'PY'
@@ -187,6 +275,7 @@ for m in mail:
     to = ", ".join(m["destinations"].get("ToAddresses", []))
     print(f"    {to:<18} {m['id'][:36]}  {m['subject']!r}")
 PY
-unfinished=$(psql "$DATABASE_URL" -X -q -tA -c "SELECT count(*) FROM notification_jobs WHERE status NOT IN ('sent', 'dead')")
-[ "$unfinished" = 0 ] || fail "final status" "$unfinished job(s) not sent or dead"
-say "done: every sample above reached a final status"
+unfinished=$(psql "$DATABASE_URL" -X -q -tA -c "SELECT count(*) FROM notification_jobs
+  WHERE status NOT IN ('sent', 'delivered', 'bounced', 'dead')")
+[ "$unfinished" = 0 ] || fail "final status" "$unfinished job(s) not sent, delivered, bounced or dead"
+say "done: every sample above ended sent (no report yet), delivered, bounced or dead"

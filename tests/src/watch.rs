@@ -5,7 +5,7 @@
 //! cargo-lambda comes from PyPI into `.venv-tools` (`make test` installs it:
 //! `tests/scripts/tools.sh`, `tools_install cargo-lambda`); a test that needs it and cannot
 //! find it fails and says so. `cargo lambda watch` compiles a function on its first call with
-//! `cargo run --bin <function>` over the whole workspace; [`prebuild`] builds the three
+//! `cargo run --bin <function>` over the whole workspace; [`prebuild`] builds the four
 //! binaries the same way first, so that call only checks they are fresh.
 //!
 //! Each [`Watch`] runs in a process group of its own; dropping it (also when the test
@@ -71,8 +71,8 @@ fn path_with_tools() -> std::ffi::OsString {
         .expect("a valid PATH")
 }
 
-/// Builds ingest, worker and sweeper as `cargo lambda watch` will (`cargo run --bin …` in the
-/// workspace, so with the same features), once per test binary.
+/// Builds ingest, worker, sweeper and feedback as `cargo lambda watch` will (`cargo run --bin …`
+/// in the workspace, so with the same features), once per test binary.
 pub fn prebuild() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -81,7 +81,8 @@ pub fn prebuild() {
         let status = std::process::Command::new(cargo)
             .current_dir(root())
             .args([
-                "build", "--bin", "ingest", "--bin", "worker", "--bin", "sweeper",
+                "build", "--bin", "ingest", "--bin", "worker", "--bin", "sweeper", "--bin",
+                "feedback",
             ])
             .status()
             .expect("run cargo build");

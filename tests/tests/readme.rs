@@ -1,17 +1,19 @@
 //! The README as a newcomer reads it (issue 12): its local commands, taken from README.md's
 //! own `sh` blocks and run as written (`bash -c`) against a real `make watch` — the Quick
-//! start's three shells, then the API section's curl examples and the worker and sweeper
-//! invocations — each answer compared with the one the README shows under it (status line,
-//! headers, JSON shape; see `integration_tests::readme` for what `…` leaves open). An edit that
-//! breaks a command, or an answer that no longer looks as shown, fails here.
+//! start's three shells, then the API section's curl examples and the worker, sweeper and
+//! feedback invocations — each answer compared with the one the README shows under it (status
+//! line, headers, JSON shape; see `integration_tests::readme` for what `…` leaves open). An
+//! edit that breaks a command, or an answer that no longer looks as shown, fails here.
 //!
 //! What is adapted, and only that: `localhost:9000` and `--invoke-port 9000` become a free port
 //! (`make …` gets it as `WATCH_PORT`), id placeholders (`5b0f6c0e-…`) become the ids the
 //! earlier answers showed, `make watch` gets a fresh empty database (its functions migrate it
 //! at cold start, as on a fresh machine) and starts its own stand-in. The API examples run
-//! in the order their answers need: creations, the worker, reads, changes, the sweeper; the
-//! dead job the listing shows is put in by SQL (locally nothing goes dead: the stand-in
-//! accepts every number ingest accepts).
+//! in the order their answers need: creations, the worker, reads, changes, feedback, the
+//! sweeper; the dead job the listing shows is put in by SQL (locally nothing goes dead: the
+//! stand-in accepts every number ingest accepts). Feedback's answer is compared number for
+//! number too: its fixture names a message id no attempt carries, so on this fresh database the
+//! answer is what the README shows, exactly.
 
 use std::time::Duration;
 
@@ -31,6 +33,7 @@ enum Kind {
     Worker,
     Read,
     Change,
+    Feedback,
     Sweeper,
 }
 
@@ -42,6 +45,8 @@ fn kind(e: &Example) -> Kind {
         Kind::Worker
     } else if c.contains("invoke/sweeper") || c.contains(" invoke sweeper") {
         Kind::Sweeper
+    } else if c.contains("invoke/feedback") || c.contains(" invoke feedback") {
+        Kind::Feedback
     } else if c.starts_with("curl") && (c.contains("/requeue") || c.contains("/cancel")) {
         Kind::Change
     } else if c.starts_with("curl") && c.contains(" -d ") {
@@ -215,6 +220,7 @@ async fn the_readme_local_commands_answer_as_shown() {
         Kind::Worker,
         Kind::Read,
         Kind::Change,
+        Kind::Feedback,
         Kind::Sweeper,
     ] {
         assert!(
@@ -310,7 +316,19 @@ async fn the_readme_local_commands_answer_as_shown() {
                 .expect("seed a dead job");
             seeded = true;
         }
-        check(e, port, &mut bindings, watch::FIRST_CALL).await;
+        let answer = check(e, port, &mut bindings, watch::FIRST_CALL).await;
+        if k == Kind::Feedback {
+            // deterministic here (see above): the counts too, not only the shape
+            let shown = readme::parse_shown(&e.shown)
+                .ok()
+                .and_then(|s| s.body)
+                .unwrap_or_else(|| panic!("README.md line {}: feedback's answer shown", e.line));
+            assert_eq!(
+                answer, shown,
+                "README.md line {} ({}): feedback's answer, number for number",
+                e.line, e.section
+            );
+        }
     }
     drop(instance);
     eprintln!("readme: done in {:.1} s", started.elapsed().as_secs_f64());

@@ -1,17 +1,21 @@
-//! The three functions under the real `cargo lambda watch` (issue 12): ingest through its
-//! function-URL emulation (`/lambda-url/ingest/…`, which parses the reply as a
-//! `LambdaFunctionUrlResponse`), the worker and the sweeper through `cargo lambda invoke`,
-//! against this test's own migrated database and the AWS stand-in — as a user's curl would.
+//! The four functions under the real `cargo lambda watch` (issues 12 and 15): ingest through
+//! its function-URL emulation (`/lambda-url/ingest/…`, which parses the reply as a
+//! `LambdaFunctionUrlResponse`), the worker, the sweeper and feedback through `cargo lambda
+//! invoke`, against this test's own migrated database and the AWS stand-in — as a user's curl
+//! would. Feedback gets events in the shapes AWS sends (`tests/fixtures/feedback/`) naming the
+//! message ids the worker recorded.
 //!
 //! Slow on a cold target folder: watch compiles each function on its first call (the test
 //! builds them first, see `watch::prebuild`). Needs cargo-lambda (`make test` installs it).
 
-use std::time::Instant;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use integration_tests::stand_in::{self, Recipients};
-use integration_tests::watch::{Watch, CALL, FIRST_CALL};
+use integration_tests::watch::{self, Reply, Watch, CALL, FIRST_CALL};
 use integration_tests::{count, TestDb};
 use serde_json::{json, Value};
+use shared::feedback::events;
 use uuid::Uuid;
 
 const SENDER: &str = "noreply@watch-tests.example.com";
@@ -22,8 +26,60 @@ fn is_time(v: &Value) -> bool {
         .is_some_and(|s| chrono::DateTime::parse_from_rfc3339(s).is_ok())
 }
 
+/// A feedback fixture naming `message_id`, written into `dir` as the event Lambda receives
+/// (for `cargo lambda invoke --data-file`): an SES fixture as it is (an SNS event), an SMS
+/// delivery-status batch gzip + base64 inside `{"awslogs":{"data":…}}`, as CloudWatch Logs
+/// sends it. Returns the file's path.
+fn feedback_event(dir: &Path, name: &str, message_id: &str) -> String {
+    let fixture = watch::root().join("tests/fixtures/feedback").join(name);
+    let text = std::fs::read_to_string(&fixture)
+        .unwrap_or_else(|e| panic!("{}: {e}", fixture.display()))
+        .replace("MESSAGE_ID", message_id);
+    let mut event: Value = serde_json::from_str(&text).expect("a JSON fixture");
+    if event.get("logEvents").is_some() {
+        event = events::encode_awslogs(&event);
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, event.to_string()).unwrap();
+    path.to_str().expect("a UTF-8 path").to_owned()
+}
+
+/// POST /notifications through watch: `body` as the organization's JSON request.
+async fn post(watch: &Watch, org: &str, body: &str, timeout: Duration) -> Reply {
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("X-Organization-Id", org),
+    ];
+    watch
+        .request(
+            "POST",
+            "ingest",
+            "/notifications",
+            &headers,
+            Some(body),
+            timeout,
+        )
+        .await
+}
+
+/// GET /notifications/{id} through watch: the job as its organization sees it.
+async fn get_job(watch: &Watch, org: &str, id: &str) -> Value {
+    let got = watch
+        .request(
+            "GET",
+            "ingest",
+            &format!("/notifications/{id}"),
+            &[("X-Organization-Id", org)],
+            None,
+            CALL,
+        )
+        .await;
+    assert_eq!(got.status, 200, "GET {id}: {got:?}");
+    got.json()
+}
+
 /// The error body's code and the fields it names.
-fn error(reply: &integration_tests::watch::Reply) -> (String, Vec<String>) {
+fn error(reply: &Reply) -> (String, Vec<String>) {
     let body = reply.json();
     let code = body["error"]["code"]
         .as_str()
@@ -46,7 +102,7 @@ fn error(reply: &integration_tests::watch::Reply) -> (String, Vec<String>) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
+async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
     // first: without cargo-lambda this test cannot run, and says so
     integration_tests::watch::cargo_lambda();
     let started = Instant::now();
@@ -84,16 +140,7 @@ async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
 
     // POST → 202 (the first call compiles ingest if it is not fresh)
     let sms_body = json!({"channel": "sms", "to": phone, "message": "Invoice 42 is paid"});
-    let created = watch
-        .request(
-            "POST",
-            "ingest",
-            "/notifications",
-            &json_org,
-            Some(&sms_body.to_string()),
-            FIRST_CALL,
-        )
-        .await;
+    let created = post(&watch, &org, &sms_body.to_string(), FIRST_CALL).await;
     eprintln!(
         "watch: first answer after {:.1} s",
         started.elapsed().as_secs_f64()
@@ -118,32 +165,12 @@ async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
 
     let email_body = json!({"channel": "email", "to": email, "subject": "Your receipt",
                             "text": "Thanks for your payment."});
-    let created_email = watch
-        .request(
-            "POST",
-            "ingest",
-            "/notifications",
-            &json_org,
-            Some(&email_body.to_string()),
-            CALL,
-        )
-        .await;
+    let created_email = post(&watch, &org, &email_body.to_string(), CALL).await;
     assert_eq!(created_email.status, 202, "{created_email:?}");
     let email_id = created_email.json()["id"].as_str().unwrap().to_owned();
 
     // GET → 200, the job as it is now
-    let got = watch
-        .request(
-            "GET",
-            "ingest",
-            &format!("/notifications/{id}"),
-            &[("X-Organization-Id", &org)],
-            None,
-            CALL,
-        )
-        .await;
-    assert_eq!(got.status, 200, "{got:?}");
-    let view = got.json();
+    let view = get_job(&watch, &org, &id).await;
     assert_eq!(view["id"], id.as_str());
     assert_eq!(view["channel"], "sms");
     assert_eq!(view["to"], phone.as_str());
@@ -156,28 +183,16 @@ async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
     assert!(view["last_error"].is_null(), "{view}");
 
     // 400: a body that is not JSON, and one with invalid fields (each named)
-    let not_json = watch
-        .request(
-            "POST",
-            "ingest",
-            "/notifications",
-            &json_org,
-            Some("{not json"),
-            CALL,
-        )
-        .await;
+    let not_json = post(&watch, &org, "{not json", CALL).await;
     assert_eq!(not_json.status, 400, "{not_json:?}");
     assert_eq!(error(&not_json).0, "invalid_json");
-    let invalid = watch
-        .request(
-            "POST",
-            "ingest",
-            "/notifications",
-            &json_org,
-            Some(r#"{"channel":"sms","to":"+0555","message":""}"#),
-            CALL,
-        )
-        .await;
+    let invalid = post(
+        &watch,
+        &org,
+        r#"{"channel":"sms","to":"+0555","message":""}"#,
+        CALL,
+    )
+    .await;
     assert_eq!(invalid.status, 400, "{invalid:?}");
     assert_eq!(
         error(&invalid),
@@ -260,18 +275,7 @@ async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
     );
 
     // GET → the job as sent, with its attempt and the provider's message id
-    let sent = watch
-        .request(
-            "GET",
-            "ingest",
-            &format!("/notifications/{id}"),
-            &[("X-Organization-Id", &org)],
-            None,
-            CALL,
-        )
-        .await;
-    assert_eq!(sent.status, 200, "{sent:?}");
-    let view = sent.json();
+    let view = get_job(&watch, &org, &id).await;
     assert_eq!(
         (view["status"].as_str(), view["attempts"].as_i64()),
         (Some("sent"), Some(1)),
@@ -295,14 +299,85 @@ async fn ingest_worker_and_sweeper_under_cargo_lambda_watch() {
         1
     );
 
-    // the sweeper: nothing stuck, nothing old enough to prune
+    // the providers report back through feedback: an SES Bounce (an SNS event) naming the
+    // email's message id, as the worker recorded it
+    let email_view = get_job(&watch, &org, &email_id).await;
+    assert_eq!(email_view["status"], "sent", "{email_view}");
+    let email_message_id = email_view["deliveries"][0]["provider_message_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the email's attempt has a message id: {email_view}"))
+        .to_owned();
+    let bounce = feedback_event(&watch.dir, "ses-bounce-permanent.json", &email_message_id);
+    let answer = watch.invoke("feedback", &bounce, FIRST_CALL).await;
+    assert_eq!(
+        answer,
+        json!({"events": 1, "malformed": 0, "recorded": {"email": {"bounce": 1}},
+               "duplicates": 0, "applied": 1, "jobs_changed": 1, "suppressed": 1}),
+        "feedback's answer to the SES Bounce"
+    );
+    let bounced = get_job(&watch, &org, &email_id).await;
+    assert_eq!(bounced["status"], "bounced", "{bounced}");
+    let feedback = &bounced["deliveries"][0]["feedback"];
+    assert_eq!(
+        (
+            feedback[0]["type"].as_str(),
+            feedback[0]["subtype"].as_str()
+        ),
+        (Some("bounce"), Some("Permanent/General")),
+        "{bounced}"
+    );
+    assert_eq!(feedback.as_array().map(Vec::len), Some(1), "{bounced}");
+    // SNS delivers at least once: the same event again changes nothing
+    let again = watch.invoke("feedback", &bounce, CALL).await;
+    assert_eq!(
+        again,
+        json!({"events": 1, "malformed": 0, "recorded": {}, "duplicates": 1, "applied": 0,
+               "jobs_changed": 0, "suppressed": 0}),
+        "feedback's answer to the same SES Bounce again"
+    );
+    // the recipient is suppressed for this organization: a new POST is refused
+    let refused = post(&watch, &org, &email_body.to_string(), CALL).await;
+    assert_eq!(refused.status, 422, "{refused:?}");
+    assert_eq!(
+        error(&refused),
+        ("recipient_suppressed".into(), vec!["to".into()])
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM notification_jobs").await,
+        2,
+        "a refused POST writes nothing"
+    );
+
+    // an SNS SMS delivery-status line (SUCCESS) in a CloudWatch Logs awslogs event, naming the
+    // SMS's message id
+    let success = feedback_event(
+        &watch.dir,
+        "sns-sms-success.json",
+        sms[0].message_id.as_str(),
+    );
+    let answer = watch.invoke("feedback", &success, CALL).await;
+    assert_eq!(
+        answer,
+        json!({"events": 1, "malformed": 0, "recorded": {"sms": {"delivery": 1}},
+               "duplicates": 0, "applied": 1, "jobs_changed": 1, "suppressed": 0}),
+        "feedback's answer to the SMS delivery-status log event"
+    );
+    let delivered = get_job(&watch, &org, &id).await;
+    assert_eq!(delivered["status"], "delivered", "{delivered}");
+    assert_eq!(
+        delivered["deliveries"][0]["feedback"][0]["type"], "delivery",
+        "{delivered}"
+    );
+
+    // the sweeper: nothing stuck, nothing old enough to prune, no feedback waiting
     let swept = watch.invoke("sweeper", SCHEDULED, FIRST_CALL).await;
     assert!(swept["elapsed_ms"].is_u64(), "{swept}");
     let mut summary = swept.clone();
     summary.as_object_mut().unwrap().remove("elapsed_ms");
     assert_eq!(
         summary,
-        json!({"requeued": 0, "dead": 0, "expired": 0, "pruned": 0}),
+        json!({"requeued": 0, "dead": 0, "expired": 0, "pruned": 0, "feedback_applied": 0,
+               "feedback_dropped": 0}),
         "sweeper summary"
     );
 
