@@ -62,10 +62,11 @@ impl Bench {
         }
     }
 
-    /// An empty queue: no jobs, no delivery rows.
+    /// An empty queue: no jobs, no delivery rows, and nothing that refers to a job
+    /// (CASCADE: provider feedback and suppressions name jobs by foreign key).
     pub async fn truncate(&self) -> Result<()> {
         self.client
-            .batch_execute("TRUNCATE notification_deliveries, notification_jobs")
+            .batch_execute("TRUNCATE notification_jobs CASCADE")
             .await
             .context("truncate")?;
         Ok(())
