@@ -24,7 +24,7 @@ SET status      = 'processing',
 FROM due
 WHERE j.id = due.id
 RETURNING j.id, j.organization_id, j.channel, j.payload, j.attempts, j.max_attempts,
-          j.tries, j.claim_token, j.claimed_at,
+          j.tries, j.claim_token, j.claimed_at, j.trace_header,
           -- the recipient was suppressed after the job was accepted: the worker ends it
           -- `dead` without calling the provider
           EXISTS (SELECT FROM suppressions AS s

@@ -67,10 +67,10 @@ claimed AS (
 SELECT i.job_id AS id, a.id IS NOT NULL AS applied, NULL::uuid AS organization_id,
        NULL::text AS channel, NULL::jsonb AS payload, NULL::int AS attempts,
        NULL::int AS max_attempts, NULL::int AS tries, NULL::uuid AS claim_token,
-       NULL::timestamptz AS claimed_at, NULL::bool AS suppressed
+       NULL::timestamptz AS claimed_at, NULL::text AS trace_header, NULL::bool AS suppressed
 FROM input AS i
 LEFT JOIN applied AS a ON a.id = i.job_id
 UNION ALL
 SELECT id, NULL, organization_id, channel, payload, attempts, max_attempts, tries,
-       claim_token, claimed_at, suppressed
+       claim_token, claimed_at, trace_header, suppressed
 FROM claimed

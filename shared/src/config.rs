@@ -117,35 +117,6 @@ pub fn pairs<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<Str
     }
 }
 
-/// Installs the JSON log format every function uses (one JSON object per line,
-/// level from `RUST_LOG`, default `info`).
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
-        .with_current_span(false)
-        .with_target(false)
-        .without_time() // CloudWatch stamps every line
-        .try_init();
-}
-
-/// The log filter for a `RUST_LOG` value (default `info`). Whatever it says, the database
-/// driver and the Lambda runtime log at most `info`: their debug lines carry statement
-/// parameters and raw events (recipients, message bodies).
-pub fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
-    let filter = rust_log
-        .and_then(|value| tracing_subscriber::EnvFilter::try_new(value).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
-    [
-        "tokio_postgres=info",
-        "lambda_runtime=info",
-        "lambda_runtime_api_client=info",
-    ]
-    .iter()
-    .filter_map(|directive| directive.parse().ok())
-    .fold(filter, |filter, directive| filter.add_directive(directive))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,43 +151,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("C=\"maybe\""));
-    }
-
-    #[test]
-    fn the_driver_and_the_runtime_never_log_below_info() {
-        use std::sync::{Arc, Mutex};
-        #[derive(Clone, Default)]
-        struct Captured(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(log_filter(Some(
-                "trace,tokio_postgres=trace,lambda_runtime=debug",
-            )))
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
-            tracing::debug!(target: "tokio_postgres::query", "executing statement with +15555550100");
-            tracing::debug!(target: "lambda_runtime", "raw event with a message body");
-            tracing::info!(target: "tokio_postgres::connection", "connection closed");
-            tracing::debug!(target: "shared::worker", "our own debug line");
-        });
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        assert!(!text.contains("+15555550100"), "{text}");
-        assert!(!text.contains("raw event"), "{text}");
-        assert!(text.contains("connection closed"), "{text}");
-        assert!(
-            text.contains("our own debug line"),
-            "RUST_LOG is honoured otherwise: {text}"
-        );
     }
 }

@@ -7,6 +7,7 @@
 //! - [`delivery`] and [`worker`]: the delivery port, its SNS/SES adapters, and the claim loop.
 //! - [`sweeper`]: rescuing jobs left in processing by a lost worker.
 //! - [`stats`]: the one percentile (nearest rank) of the workspace's latency figures.
+//! - [`telemetry`]: log lines, embedded-format metrics and the trace header.
 
 pub mod config;
 pub mod custom_resource;
@@ -21,4 +22,5 @@ pub mod startup;
 pub mod stats;
 pub mod store;
 pub mod sweeper;
+pub mod telemetry;
 pub mod worker;

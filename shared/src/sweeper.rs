@@ -160,13 +160,13 @@ pub async fn run_once(
         feedback_dropped,
         elapsed_ms: started.elapsed().as_millis() as u64,
     };
-    // one Embedded Metric Format line per invocation: the DeadJobs and ExpiredJobs alarms
+    // one Embedded Metric Format line per invocation: the Dead and Expired alarms
     println!(
         "{}",
         crate::worker::job_metrics(
             &[
-                ("DeadJobs", summary.dead),
-                ("ExpiredJobs", summary.expired),
+                ("Dead", summary.dead),
+                ("Expired", summary.expired),
                 ("FeedbackDropped", summary.feedback_dropped),
             ],
             chrono::Utc::now().timestamp_millis()

@@ -3,7 +3,10 @@
 //! secret, and the optional RDS Proxy comes with its pinning alarm. Provider feedback (issue
 //! 15) is wired end to end: the worker's configuration set publishes to the topic the feedback
 //! function listens on, the SMS delivery-status logs are subscribed to it, and the bounce and
-//! complaint rates it counts are alarmed on.
+//! complaint rates it counts are alarmed on. Observability (issue 16): every function is
+//! traced, the HTTP API writes JSON access logs kept like the functions' logs, the dashboard
+//! shows every metric the functions emit and every function's errors, throttles and durations,
+//! and the backlog, API 5xx, throttles and the worker's duration near its timeout are alarmed on.
 //!
 //! The sweep window must be longer than the worker function's timeout (DESIGN.md, invariant 4).
 //! The sweeper enforces `STUCK_AFTER_SECS > WORKER_TIMEOUT_SECS` at start, but only a template
@@ -422,7 +425,8 @@ fn every_template_route_reaches_a_handler_and_nothing_else_does() {
         shared::db::DbConfig::new("postgres://nobody@127.0.0.1:9/none?sslmode=disable", None)
             .unwrap(),
     );
-    let ingest = shared::ingest::Ingest::new(
+    // every answer checked against the API contract too (functions/ingest/openapi.yaml)
+    let ingest = integration_tests::contract::Ingest::new(
         std::sync::Arc::new(store),
         shared::ingest::IngestConfig::default(),
     );
@@ -1143,4 +1147,664 @@ fn the_sweeper_keeps_unmatched_feedback_for_a_parameter_window() {
         "FeedbackMatchWindowSeconds"
     ));
     assert_eq!(parameter_default(&t, "FeedbackMatchWindowSeconds"), 3600);
+}
+
+// --- observability (issue 16) -------------------------------------------------------------
+
+/// The custom metrics each function emits (namespace `NotificationService`, dimension
+/// `Service`), every one of which the dashboard shows.
+use shared::telemetry::emf::{FEEDBACK_METRICS, INGEST_METRICS, SWEEPER_METRICS, WORKER_METRICS};
+
+/// The stage SAM deploys an `AWS::Serverless::HttpApi` to without a `StageName`: the value of
+/// the `Stage` dimension of the API's metrics.
+const API_STAGE: &str = "$default";
+
+/// The functions whose errors, throttles and durations are watched: all but the migrator,
+/// which runs during deploys only (its failures fail the deploy).
+fn app_functions(t: &Value) -> Vec<&str> {
+    functions(t)
+        .into_iter()
+        .filter(|f| *f != "MigrateFunction")
+        .collect()
+}
+
+/// The logical ids of the alarms that read `metric` (alone or as a term of metric math).
+fn alarms_on<'a>(t: &'a Value, metric: &Watched) -> Vec<&'a str> {
+    resources_of(t, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .filter(|a| alarm_metrics(get(t, &["Resources", a])).contains(metric))
+        .collect()
+}
+
+/// The single alarm on `metric`, checked to be a plain alarm with this statistic that fires
+/// at `threshold` or more; returns its logical id.
+fn the_alarm_on<'a>(t: &'a Value, metric: &Watched, statistic: &str) -> &'a str {
+    let alarms = alarms_on(t, metric);
+    assert_eq!(alarms.len(), 1, "one alarm on {metric:?}, found {alarms:?}");
+    let alarm = alarms[0];
+    let properties = get(t, &["Resources", alarm, "Properties"]);
+    assert_eq!(
+        get(properties, &["Statistic"]).as_str(),
+        Some(statistic),
+        "{alarm}: statistic"
+    );
+    alarm
+}
+
+#[test]
+fn every_function_is_traced_with_x_ray() {
+    let t = template();
+    let globals = get(&t, &["Globals", "Function"]).get("Tracing");
+    for function in functions(&t) {
+        let own = get(&t, &["Resources", function, "Properties"]).get("Tracing");
+        let tracing = own.or(globals).and_then(Value::as_str);
+        assert_eq!(
+            tracing,
+            Some("Active"),
+            "{function}: Tracing must be Active (its own or the Globals')"
+        );
+    }
+}
+
+/// Every function logs JSON lines at the level Lambda's advanced logging controls give it
+/// (`AWS_LAMBDA_LOG_FORMAT` and `AWS_LAMBDA_LOG_LEVEL`, which the functions read first).
+#[test]
+fn every_function_logs_json_at_the_stacks_log_level() {
+    let t = template();
+    let globals = get(&t, &["Globals", "Function"]).get("LoggingConfig");
+    let levels: Vec<&str> = get(&t, &["Parameters", "LogLevel", "AllowedValues"])
+        .as_sequence()
+        .expect("LogLevel's allowed values")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(levels, ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]);
+    for function in functions(&t) {
+        let own = get(&t, &["Resources", function, "Properties"]).get("LoggingConfig");
+        let config = own.or(globals).unwrap_or_else(|| panic!("{function}: no LoggingConfig"));
+        assert_eq!(
+            get(config, &["LogFormat"]).as_str(),
+            Some("JSON"),
+            "{function}"
+        );
+        assert!(
+            is(get(config, &["ApplicationLogLevel"]), "!Ref", "LogLevel"),
+            "{function}: ApplicationLogLevel must be the LogLevel parameter"
+        );
+    }
+}
+
+/// The access log: one JSON object per request whose values are all `$context` variables in
+/// quotes (a variable without a value is written `-`, which unquoted would not be JSON), with
+/// what an on-call engineer needs, in a log group the stack keeps `LogRetentionDays`.
+#[test]
+fn the_api_writes_json_access_logs_kept_like_the_functions_logs() {
+    let t = template();
+    let settings = get(
+        &t,
+        &[
+            "Resources",
+            "NotificationsApi",
+            "Properties",
+            "AccessLogSettings",
+        ],
+    );
+    let format = get(settings, &["Format"])
+        .as_str()
+        .expect("the access log Format is plain text");
+    let fields: serde_json::Map<String, serde_json::Value> = serde_json::from_str(format)
+        .unwrap_or_else(|e| panic!("the access log format is not a JSON object ({e}): {format}"));
+    let mut variables = Vec::new();
+    for (key, value) in &fields {
+        let text = value
+            .as_str()
+            .unwrap_or_else(|| panic!("access log field {key}: quote its variable ({value})"));
+        assert!(
+            text.starts_with("$context.") && !text.contains(char::is_whitespace),
+            "access log field {key}: one $context variable, found {text:?}"
+        );
+        variables.push(text);
+    }
+    for wanted in [
+        "$context.requestId",
+        "$context.routeKey",
+        "$context.status",
+        "$context.responseLatency",
+        "$context.integrationLatency",
+        "$context.authorizer.error",
+        "$context.integrationErrorMessage",
+        "$context.identity.sourceIp",
+        "$context.requestTime",
+    ] {
+        assert!(variables.contains(&wanted), "the access log lacks {wanted}");
+    }
+
+    let (tag, target) = tagged(get(settings, &["DestinationArn"]))
+        .expect("DestinationArn is an !GetAtt of the stack's log group");
+    assert_eq!(tag, "!GetAtt");
+    let target = target.as_str().unwrap();
+    let group = target
+        .strip_suffix(".Arn")
+        .unwrap_or_else(|| panic!("DestinationArn: !GetAtt <group>.Arn, found {target}"));
+    assert_eq!(
+        get(&t, &["Resources", group, "Type"]).as_str(),
+        Some("AWS::Logs::LogGroup"),
+        "{group} must be an AWS::Logs::LogGroup"
+    );
+    let kept = get(&t, &["Resources", group, "Properties", "RetentionInDays"]);
+    let functions_kept = get(
+        &t,
+        &[
+            "Resources",
+            "IngestLogGroup",
+            "Properties",
+            "RetentionInDays",
+        ],
+    );
+    assert!(
+        is(kept, "!Ref", "LogRetentionDays") && is(functions_kept, "!Ref", "LogRetentionDays"),
+        "{group} must be kept LogRetentionDays, as the functions' logs are"
+    );
+    assert!(
+        get(&t, &["Resources", group]).get("Condition").is_none(),
+        "{group} must always exist"
+    );
+}
+
+/// The alarms issue 16 asks for, each on the right metric: the backlog's age, the API's 5xx,
+/// each function's throttles. The job metrics' alarms keep their logical ids and parameter
+/// (existing stacks) with the metrics' new names.
+#[test]
+fn the_backlog_api_errors_and_throttles_are_alarmed_on() {
+    let t = template();
+    let service = [("Service", shared::worker::SERVICE)];
+
+    let backlog = Watched::new(
+        shared::worker::METRIC_NAMESPACE,
+        "BacklogAgeSeconds",
+        &service,
+    );
+    let alarm = the_alarm_on(&t, &backlog, "Maximum");
+    let properties = get(&t, &["Resources", alarm, "Properties"]);
+    assert!(
+        is(
+            get(properties, &["Threshold"]),
+            "!Ref",
+            "BacklogAgeAlarmThresholdSeconds"
+        ),
+        "{alarm}: Threshold !Ref BacklogAgeAlarmThresholdSeconds"
+    );
+    assert_eq!(
+        parameter_default(&t, "BacklogAgeAlarmThresholdSeconds"),
+        300
+    );
+    assert_eq!(
+        get(properties, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanThreshold")
+    );
+
+    let api = "!Ref NotificationsApi";
+    let five_xx = Watched::new(
+        "AWS/ApiGateway",
+        "5xx",
+        &[("ApiId", api), ("Stage", API_STAGE)],
+    );
+    let alarm = the_alarm_on(&t, &five_xx, "Sum");
+    let properties = get(&t, &["Resources", alarm, "Properties"]);
+    assert_eq!(number(get(properties, &["Threshold"])), 1, "{alarm}");
+    assert_eq!(
+        get(properties, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanOrEqualToThreshold")
+    );
+    let stage = get(&t, &["Resources", "NotificationsApi", "Properties"]).get("StageName");
+    assert!(
+        stage.is_none() || stage.and_then(Value::as_str) == Some(API_STAGE),
+        "the API's metrics are on Stage={API_STAGE} only while NotificationsApi has no other StageName"
+    );
+
+    for function in app_functions(&t) {
+        let reference = format!("!Ref {function}");
+        let throttles = Watched::new("AWS/Lambda", "Throttles", &[("FunctionName", &reference)]);
+        let alarm = the_alarm_on(&t, &throttles, "Sum");
+        let properties = get(&t, &["Resources", alarm, "Properties"]);
+        assert_eq!(number(get(properties, &["Threshold"])), 1, "{alarm}");
+        assert_eq!(
+            get(properties, &["ComparisonOperator"]).as_str(),
+            Some("GreaterThanOrEqualToThreshold"),
+            "{alarm}"
+        );
+        assert!(
+            get(&t, &["Resources", alarm]).get("Condition").is_none(),
+            "{alarm} must always exist"
+        );
+    }
+
+    // renamed metrics, unchanged logical ids and parameter
+    for (alarm, metric) in [
+        ("DeadJobsAlarm", "Dead"),
+        ("HeldJobsAlarm", "Held"),
+        ("ExpiredJobsAlarm", "Expired"),
+    ] {
+        assert_eq!(
+            alarm_metrics(get(&t, &["Resources", alarm])),
+            vec![Watched::new(
+                shared::worker::METRIC_NAMESPACE,
+                metric,
+                &service
+            )],
+            "{alarm} reads {metric}"
+        );
+    }
+    assert!(is(
+        get(
+            &t,
+            &["Resources", "DeadJobsAlarm", "Properties", "Threshold"]
+        ),
+        "!Ref",
+        "DeadJobsAlarmThreshold"
+    ));
+}
+
+/// A metric-math expression's value: numbers, identifiers (from `vars`), + - * / and
+/// parentheses; `None` for anything else (a function, an unknown identifier).
+fn evaluate(expression: &str, vars: &[(&str, f64)]) -> Option<f64> {
+    fn tokens(text: &str) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        let mut chars = text.chars().peekable();
+        while let Some(&c) = chars.peek() {
+            if c.is_whitespace() {
+                chars.next();
+            } else if "+-*/()".contains(c) {
+                out.push(c.to_string());
+                chars.next();
+            } else if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                let mut word = String::new();
+                while let Some(&c) = chars.peek() {
+                    if !(c.is_ascii_alphanumeric() || c == '.' || c == '_') {
+                        break;
+                    }
+                    word.push(c);
+                    chars.next();
+                }
+                out.push(word);
+            } else {
+                return None;
+            }
+        }
+        Some(out)
+    }
+    // sum := product (('+' | '-') product)*; product := atom (('*' | '/') atom)*
+    fn sum(t: &[String], i: &mut usize, vars: &[(&str, f64)]) -> Option<f64> {
+        let mut value = product(t, i, vars)?;
+        while let Some(op) = t.get(*i).filter(|op| *op == "+" || *op == "-") {
+            *i += 1;
+            let rhs = product(t, i, vars)?;
+            value = if op == "+" { value + rhs } else { value - rhs };
+        }
+        Some(value)
+    }
+    fn product(t: &[String], i: &mut usize, vars: &[(&str, f64)]) -> Option<f64> {
+        let mut value = atom(t, i, vars)?;
+        while let Some(op) = t.get(*i).filter(|op| *op == "*" || *op == "/") {
+            *i += 1;
+            let rhs = atom(t, i, vars)?;
+            value = if op == "*" { value * rhs } else { value / rhs };
+        }
+        Some(value)
+    }
+    fn atom(t: &[String], i: &mut usize, vars: &[(&str, f64)]) -> Option<f64> {
+        let token = t.get(*i)?;
+        *i += 1;
+        if token == "(" {
+            let value = sum(t, i, vars)?;
+            (t.get(*i)? == ")").then_some(())?;
+            *i += 1;
+            return Some(value);
+        }
+        if token == "-" {
+            return atom(t, i, vars).map(|v| -v);
+        }
+        token
+            .parse()
+            .ok()
+            .or_else(|| vars.iter().find(|(name, _)| name == token).map(|(_, v)| *v))
+    }
+    let t = tokens(expression)?;
+    let mut i = 0;
+    let value = sum(&t, &mut i, vars)?;
+    (i == t.len()).then_some(value)
+}
+
+#[test]
+fn the_expression_evaluator_of_these_tests_computes() {
+    assert_eq!(
+        evaluate("100 * d / (120 * 1000)", &[("d", 96_000.0)]),
+        Some(80.0)
+    );
+    assert_eq!(evaluate("1 - 2 - 3", &[]), Some(-4.0));
+    assert_eq!(evaluate("-(2 + 3) * 4", &[]), Some(-20.0));
+    assert_eq!(evaluate("FILL(d, 0)", &[("d", 1.0)]), None);
+    assert_eq!(evaluate("x + 1", &[]), None);
+    assert_eq!(evaluate("(1 + 2", &[]), None);
+}
+
+/// The worker's duration alarm fires exactly when an invocation ran for 80% of the worker's
+/// Timeout or more, whatever WorkerTimeoutSeconds is: its threshold is computed from the
+/// parameter the function's Timeout is, not a second literal.
+#[test]
+fn the_worker_duration_alarm_fires_at_80_percent_of_the_workers_timeout() {
+    let t = template();
+    let timeout_param = parameter_ref(get(
+        &t,
+        &["Resources", "WorkerFunction", "Properties", "Timeout"],
+    ))
+    .expect("the worker's Timeout is a parameter");
+    let duration = Watched::new(
+        "AWS/Lambda",
+        "Duration",
+        &[("FunctionName", "!Ref WorkerFunction")],
+    );
+    let alarms = alarms_on(&t, &duration);
+    assert_eq!(
+        alarms.len(),
+        1,
+        "one alarm on the worker's Duration: {alarms:?}"
+    );
+    let alarm = alarms[0];
+    let properties = get(&t, &["Resources", alarm, "Properties"]);
+    assert!(
+        properties.get("MetricName").is_none(),
+        "{alarm}: a Threshold in milliseconds would be a second literal of the timeout; scale the metric by !Sub ${{{timeout_param}}} (metric math)"
+    );
+    let metrics = as_list(get(properties, &["Metrics"]));
+    let stat = metrics
+        .iter()
+        .find(|m| m.get("MetricStat").is_some())
+        .expect("a MetricStat");
+    let stat_id = get(stat, &["Id"]).as_str().unwrap();
+    assert_eq!(
+        get(stat, &["MetricStat", "Stat"]).as_str(),
+        Some("Maximum"),
+        "{alarm}: the longest invocation"
+    );
+    let result: Vec<&&Value> = metrics
+        .iter()
+        .filter(|m| m.get("ReturnData").and_then(Value::as_bool) != Some(false))
+        .collect();
+    assert_eq!(result.len(), 1, "{alarm}: one result");
+    let expression = sub_text(get(result[0], &["Expression"])).expect("the result is text");
+    let threshold = get(properties, &["Threshold"])
+        .as_f64()
+        .expect("a numeric Threshold");
+    assert_eq!(
+        get(properties, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanOrEqualToThreshold")
+    );
+    let parameter = get(&t, &["Parameters", &timeout_param]);
+    let lowest = number(get(parameter, &["MinValue"]));
+    let highest = number(get(parameter, &["MaxValue"]));
+    for timeout_s in [lowest, parameter_default(&t, &timeout_param), highest] {
+        let text = expression.replace(&format!("${{{timeout_param}}}"), &timeout_s.to_string());
+        let at = |ms: f64| {
+            evaluate(&text, &[(stat_id, ms)])
+                .unwrap_or_else(|| panic!("{alarm}: cannot evaluate {text:?}"))
+        };
+        let eighty_percent_ms = timeout_s as f64 * 1000.0 * 0.8;
+        assert!(
+            at(eighty_percent_ms) >= threshold,
+            "{alarm} must fire at 80% of a {timeout_s} s timeout"
+        );
+        assert!(
+            at(eighty_percent_ms - 1.0) < threshold,
+            "{alarm} must not fire below 80% of a {timeout_s} s timeout"
+        );
+    }
+
+    // polling runs the worker to near its timeout by design: the alarm exists only without,
+    // which is the default
+    if let Some(condition) = get(&t, &["Resources", alarm]).get("Condition") {
+        let condition = condition.as_str().unwrap();
+        let (tag, args) = tagged(get(&t, &["Conditions", condition])).unwrap();
+        assert!(
+            tag == "!Equals" && is(&args[0], "!Ref", "WorkerPollSeconds") && number(&args[1]) == 0,
+            "{alarm}: its only condition may be WorkerPollSeconds = 0"
+        );
+        assert_eq!(parameter_default(&t, "WorkerPollSeconds"), 0);
+    }
+}
+
+/// A metric a dashboard widget draws: namespace, name, dimensions and statistic.
+#[derive(Debug)]
+struct Drawn {
+    namespace: String,
+    metric: String,
+    dimensions: Vec<(String, String)>,
+    stat: String,
+}
+
+/// The `${...}` references of an `!Sub` text.
+fn sub_references(text: &str) -> Vec<&str> {
+    text.match_indices("${")
+        .filter(|(i, _)| !text[i + 2..].starts_with('!'))
+        .map(|(i, _)| {
+            let rest = &text[i + 2..];
+            &rest[..rest.find('}').expect("a closed ${...}")]
+        })
+        .collect()
+}
+
+/// The dashboard's body with each `${...}` replaced: a parameter by its default, anything
+/// else by `<name>`; every reference must resolve to a parameter, an unconditional resource
+/// (and one of its attributes) or a pseudo parameter.
+fn dashboard_body(t: &Value) -> (serde_json::Value, Vec<String>) {
+    let dashboards = resources_of(t, "AWS::CloudWatch::Dashboard");
+    assert_eq!(dashboards.len(), 1, "one dashboard: {dashboards:?}");
+    let body = get(
+        t,
+        &["Resources", dashboards[0], "Properties", "DashboardBody"],
+    );
+    let (tag, text) = tagged(body).expect("DashboardBody is an !Sub");
+    assert_eq!(
+        tag, "!Sub",
+        "DashboardBody: !Sub (names and ids must resolve)"
+    );
+    let mut text = text.as_str().expect("an !Sub of one text").to_owned();
+    let references: Vec<String> = sub_references(&text)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    for reference in &references {
+        let replacement = if reference.starts_with("AWS::") {
+            format!("<{reference}>")
+        } else if let Some(parameter) = t.get("Parameters").and_then(|p| p.get(reference)) {
+            let default = get(parameter, &["Default"]);
+            match default {
+                Value::Number(n) => n.to_string(),
+                other => other.as_str().unwrap_or_default().to_owned(),
+            }
+        } else {
+            let resource = reference.split('.').next().unwrap();
+            let r = t
+                .get("Resources")
+                .and_then(|r| r.get(resource))
+                .unwrap_or_else(|| panic!("dashboard: ${{{reference}}} names nothing"));
+            assert!(
+                r.get("Condition").is_none(),
+                "dashboard: ${{{reference}}} names {resource}, which may not exist (Condition)"
+            );
+            format!("<{reference}>")
+        };
+        text = text.replace(&format!("${{{reference}}}"), &replacement);
+    }
+    let json = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("the dashboard body is not JSON ({e}):\n{text}"));
+    (json, references)
+}
+
+/// Every metric the dashboard's metric widgets draw, and the metric-math expressions.
+fn drawn(body: &serde_json::Value) -> (Vec<Drawn>, Vec<String>) {
+    let mut metrics = Vec::new();
+    let mut expressions = Vec::new();
+    for widget in body["widgets"].as_array().expect("widgets") {
+        if widget["type"] != "metric" {
+            continue;
+        }
+        let properties = &widget["properties"];
+        assert_eq!(
+            properties["region"], "<AWS::Region>",
+            "widget {}: region ${{AWS::Region}}",
+            properties["title"]
+        );
+        for row in properties["metrics"].as_array().expect("metrics") {
+            let row = row.as_array().expect("a metric row is an array");
+            let options = row.last().and_then(serde_json::Value::as_object);
+            if let Some(expression) = options.and_then(|o| o.get("expression")) {
+                expressions.push(expression.as_str().unwrap().to_owned());
+                continue;
+            }
+            let names: Vec<&str> = row.iter().map_while(serde_json::Value::as_str).collect();
+            assert!(
+                names.len() >= 2 && names.len().is_multiple_of(2),
+                "widget {}: a row is namespace, metric and dimension pairs: {row:?}",
+                properties["title"]
+            );
+            let stat = options
+                .and_then(|o| o.get("stat"))
+                .or(properties.get("stat"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("Average");
+            metrics.push(Drawn {
+                namespace: names[0].to_owned(),
+                metric: names[1].to_owned(),
+                dimensions: names[2..]
+                    .chunks(2)
+                    .map(|d| (d[0].to_owned(), d[1].to_owned()))
+                    .collect(),
+                stat: stat.to_owned(),
+            });
+        }
+    }
+    (metrics, expressions)
+}
+
+#[test]
+fn the_dashboard_shows_every_metric_and_every_functions_errors_throttles_and_durations() {
+    let t = template();
+    let (body, _) = dashboard_body(&t);
+    let widgets = body["widgets"].as_array().expect("widgets");
+    // on the 24-column grid, none hiding another
+    let mut placed: Vec<(i64, i64, i64, i64)> = Vec::new();
+    for widget in widgets {
+        let at = |key: &str| {
+            widget[key]
+                .as_i64()
+                .unwrap_or_else(|| panic!("widget {widget}: {key}"))
+        };
+        let (x, y, w, h) = (at("x"), at("y"), at("width"), at("height"));
+        assert!(
+            x >= 0 && w > 0 && x + w <= 24 && y >= 0 && h > 0,
+            "{widget}"
+        );
+        for (px, py, pw, ph) in &placed {
+            let apart = x + w <= *px || *px + pw <= x || y + h <= *py || *py + ph <= y;
+            assert!(
+                apart,
+                "widget {} overlaps another",
+                widget["properties"]["title"]
+            );
+        }
+        placed.push((x, y, w, h));
+    }
+
+    let (metrics, expressions) = drawn(&body);
+    let shows = |namespace: &str, metric: &str, dimensions: &[(&str, &str)], stat: Option<&str>| {
+        metrics.iter().any(|d| {
+            d.namespace == namespace
+                && d.metric == metric
+                && d.dimensions.len() == dimensions.len()
+                && dimensions
+                    .iter()
+                    .all(|(n, v)| d.dimensions.contains(&((*n).to_owned(), (*v).to_owned())))
+                && stat.is_none_or(|s| d.stat == s)
+        })
+    };
+
+    let service = [("Service", shared::worker::SERVICE)];
+    for metric in WORKER_METRICS
+        .into_iter()
+        .chain(SWEEPER_METRICS)
+        .chain(FEEDBACK_METRICS)
+        .chain(INGEST_METRICS)
+    {
+        assert!(
+            shows(shared::worker::METRIC_NAMESPACE, metric, &service, None),
+            "the dashboard does not show {metric} (Service={})",
+            shared::worker::SERVICE
+        );
+    }
+    assert!(
+        expressions.iter().any(|e| {
+            e.starts_with("SEARCH(")
+                && e.contains(r#"MetricName="Refused""#)
+                && e.contains(&format!("{{{},", shared::worker::METRIC_NAMESPACE))
+                && e.contains("Code")
+        }),
+        "the dashboard does not show Refused by Code (a SEARCH over the Code dimension)"
+    );
+
+    for function in app_functions(&t) {
+        let name = format!("<{function}>");
+        let dimension = [("FunctionName", name.as_str())];
+        for metric in ["Errors", "Throttles"] {
+            assert!(
+                shows("AWS/Lambda", metric, &dimension, Some("Sum")),
+                "the dashboard does not show {function}'s {metric} (Sum)"
+            );
+        }
+        for stat in ["p50", "p99", "Maximum"] {
+            assert!(
+                shows("AWS/Lambda", "Duration", &dimension, Some(stat)),
+                "the dashboard does not show {function}'s Duration {stat}"
+            );
+        }
+    }
+
+    let api = [("ApiId", "<NotificationsApi>"), ("Stage", API_STAGE)];
+    for metric in ["4xx", "5xx", "Count"] {
+        assert!(
+            shows("AWS/ApiGateway", metric, &api, Some("Sum")),
+            "the dashboard does not show the API's {metric} (Sum)"
+        );
+    }
+    for stat in ["p50", "p99"] {
+        assert!(
+            shows("AWS/ApiGateway", "Latency", &api, Some(stat)),
+            "the dashboard does not show the API's Latency {stat}"
+        );
+    }
+}
+
+/// The dashboard's alarm widget lists every alarm that always exists.
+#[test]
+fn the_dashboard_lists_every_alarm() {
+    let t = template();
+    let (body, _) = dashboard_body(&t);
+    let listed: Vec<&str> = body["widgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["type"] == "alarm")
+        .flat_map(|w| w["properties"]["alarms"].as_array().unwrap())
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for alarm in resources_of(&t, "AWS::CloudWatch::Alarm") {
+        if get(&t, &["Resources", alarm]).get("Condition").is_some() {
+            continue;
+        }
+        let arn = format!("<{alarm}.Arn>");
+        assert!(
+            listed.contains(&arn.as_str()),
+            "the dashboard's alarm widget lacks {alarm}"
+        );
+    }
 }

@@ -724,4 +724,7 @@ impl shared::store::JobStore for FailingRecords {
     async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError> {
         self.inner.prune_rate_windows(now).await
     }
+    async fn backlog_age(&self, now: Now) -> Result<f64, StoreError> {
+        self.inner.backlog_age(now).await
+    }
 }

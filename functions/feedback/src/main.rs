@@ -12,7 +12,7 @@ use shared::{error::report, feedback, startup, store::PgStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::config::init_tracing();
+    shared::telemetry::logs::init();
     let store = match cold_start().await {
         Ok(store) => Arc::new(store),
         Err(err) => startup::fail("feedback", &report(err.as_ref())),

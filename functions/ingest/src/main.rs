@@ -14,7 +14,7 @@ const INGEST_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::config::init_tracing();
+    shared::telemetry::logs::init();
     let ingest = match cold_start().await {
         Ok(ingest) => Arc::new(ingest),
         Err(err) => startup::fail("ingest", &report(err.as_ref())),

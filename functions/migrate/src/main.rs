@@ -12,7 +12,7 @@ use shared::{db::DbConfig, error::report, startup};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::config::init_tracing();
+    shared::telemetry::logs::init();
     let responder = match Responder::new() {
         Ok(responder) => responder,
         Err(err) => startup::fail("migrator", &report(&err)),

@@ -9,7 +9,7 @@ use shared::{error::report, startup, store::PgStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::config::init_tracing();
+    shared::telemetry::logs::init();
     let (store, config) = match cold_start().await {
         Ok(deps) => deps,
         Err(err) => startup::fail("sweeper", &report(err.as_ref())),

@@ -17,7 +17,7 @@ struct Deps {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::config::init_tracing();
+    shared::telemetry::logs::init();
     let deps = match cold_start().await {
         Ok(deps) => Arc::new(deps),
         Err(err) => startup::fail("worker", &report(err.as_ref())),

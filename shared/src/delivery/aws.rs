@@ -61,13 +61,21 @@ fn string_attribute(value: &str) -> Result<MessageAttributeValue, DeliveryError>
 #[async_trait]
 impl Deliverer for SnsSms {
     async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
-        self.send(SmsPayload::parse(&job.payload)?).await
+        self.send(
+            SmsPayload::parse(&job.payload)?,
+            job.trace_header.as_deref(),
+        )
+        .await
     }
 }
 
 impl SnsSms {
-    /// Publishes `sms`; returns SNS's message id.
-    pub async fn send(&self, sms: SmsPayload) -> Result<String, DeliveryError> {
+    /// Publishes `sms` (under the X-Ray `trace` header, if any); returns SNS's message id.
+    pub async fn send(
+        &self,
+        sms: SmsPayload,
+        trace: Option<&str>,
+    ) -> Result<String, DeliveryError> {
         let mut request = self
             .client
             .publish()
@@ -77,7 +85,13 @@ impl SnsSms {
         if let Some(sender) = &self.sender_id {
             request = request.message_attributes(SENDER_ID_ATTRIBUTE, string_attribute(sender)?);
         }
-        let output = request.send().await.map_err(publish_error)?;
+        let trace = trace.map(str::to_owned);
+        let output = request
+            .customize()
+            .mutate_request(move |req| set_trace_header(req, trace.as_deref()))
+            .send()
+            .await
+            .map_err(publish_error)?;
         message_id(output.message_id())
     }
 }
@@ -110,13 +124,22 @@ fn content(data: String) -> Result<Content, DeliveryError> {
 #[async_trait]
 impl Deliverer for SesEmail {
     async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
-        self.send(EmailPayload::parse(&job.payload)?).await
+        self.send(
+            EmailPayload::parse(&job.payload)?,
+            job.trace_header.as_deref(),
+        )
+        .await
     }
 }
 
 impl SesEmail {
-    /// Sends `email` from `EMAIL_FROM`; returns SES's message id.
-    pub async fn send(&self, email: EmailPayload) -> Result<String, DeliveryError> {
+    /// Sends `email` from `EMAIL_FROM` (under the X-Ray `trace` header, if any); returns
+    /// SES's message id.
+    pub async fn send(
+        &self,
+        email: EmailPayload,
+        trace: Option<&str>,
+    ) -> Result<String, DeliveryError> {
         let mut body = Body::builder();
         if let Some(text) = email.text {
             body = body.text(content(text)?);
@@ -138,11 +161,24 @@ impl SesEmail {
         if let Some(reply_to) = email.reply_to {
             request = request.reply_to_addresses(reply_to);
         }
+        let trace = trace.map(str::to_owned);
         let output = request
+            .customize()
+            .mutate_request(move |req| set_trace_header(req, trace.as_deref()))
             .send()
             .await
             .map_err(|err| send_email_error(err, &self.from))?;
         message_id(output.message_id())
+    }
+}
+
+/// Sends the call under the job's X-Ray trace (`X-Amzn-Trace-Id`), in place of the one the
+/// SDK would take from the invocation: X-Ray then links the provider call to the request
+/// that created the job.
+fn set_trace_header(req: &mut aws_sdk_sns::config::http::HttpRequest, trace: Option<&str>) {
+    if let Some(trace) = trace.filter(|t| crate::telemetry::usable_trace_header(t)) {
+        req.headers_mut()
+            .insert("x-amzn-trace-id", trace.to_owned());
     }
 }
 

@@ -197,11 +197,19 @@ mod tests {
 
     /// Serves `reply` to the first request on a loopback port; `None` never answers.
     async fn serve(reply: Option<Reply>) -> String {
+        serve_recording(reply).await.0
+    }
+
+    /// [`serve`], also handing over the request's head (request line and headers) as read.
+    async fn serve_recording(
+        reply: Option<Reply>,
+    ) -> (String, tokio::sync::oneshot::Receiver<String>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let (seen, request) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let (mut stream, _) = listener.accept().await.unwrap();
-            read_request(&mut stream).await;
+            let _ = seen.send(read_request(&mut stream).await);
             let Some(reply) = reply else {
                 return tokio::time::sleep(Duration::from_secs(60)).await;
             };
@@ -218,10 +226,11 @@ mod tests {
             stream.write_all(reply.body.as_bytes()).await.unwrap();
             stream.shutdown().await.ok();
         });
-        url
+        (url, request)
     }
 
-    async fn read_request(stream: &mut tokio::net::TcpStream) {
+    /// Reads one request; returns its head.
+    async fn read_request(stream: &mut tokio::net::TcpStream) -> String {
         let mut request = Vec::new();
         let mut buf = [0u8; 4096];
         loop {
@@ -238,10 +247,10 @@ mod tests {
                     })
                     .unwrap_or(0);
                 if request.len() >= end + 4 + length || n == 0 {
-                    return;
+                    return text[..end].to_owned();
                 }
             } else if n == 0 {
-                return;
+                return text.into_owned();
             }
         }
     }
@@ -292,7 +301,7 @@ mod tests {
             message: "Your code is 123456".into(),
         };
         SnsSms::new(client, None)
-            .send(sms)
+            .send(sms, None)
             .await
             .expect_err("the stand-in answers with an error")
     }
@@ -312,7 +321,7 @@ mod tests {
             reply_to: None,
         };
         SesEmail::new(client, &DeliveryConfig::new(SENDER))
-            .send(email)
+            .send(email, None)
             .await
             .expect_err("the stand-in answers with an error")
     }
@@ -559,6 +568,56 @@ mod tests {
             ),
             (bare(503), Transient),
         ])
+    }
+
+    /// The job's trace header goes to the provider as `X-Amzn-Trace-Id` on both channels,
+    /// and an unusable one is not sent.
+    #[tokio::test]
+    async fn the_jobs_trace_header_is_sent_with_the_provider_call() {
+        const TRACE: &str =
+            "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+        let trace_of = |head: String| {
+            head.lines().find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("x-amzn-trace-id")
+                    .then(|| value.trim().to_owned())
+            })
+        };
+        let reply = || {
+            Some(sns(
+                400,
+                "InvalidParameter",
+                "Invalid parameter: PhoneNumber",
+            ))
+        };
+        let sms = || SmsPayload {
+            to: "+15555550100".into(),
+            message: "hi".into(),
+        };
+        let (url, head) = serve_recording(reply()).await;
+        let _ = SnsSms::new(sns_client(&url), None)
+            .send(sms(), Some(TRACE))
+            .await;
+        assert_eq!(trace_of(head.await.unwrap()).as_deref(), Some(TRACE));
+
+        let (url, head) = serve_recording(reply()).await;
+        let email = EmailPayload {
+            to: "alice@example.org".into(),
+            subject: "s".into(),
+            text: Some("t".into()),
+            html: None,
+            reply_to: None,
+        };
+        let _ = SesEmail::new(ses_client(&url), &DeliveryConfig::new(SENDER))
+            .send(email, Some(TRACE))
+            .await;
+        assert_eq!(trace_of(head.await.unwrap()).as_deref(), Some(TRACE));
+
+        let (url, head) = serve_recording(reply()).await;
+        let _ = SnsSms::new(sns_client(&url), None)
+            .send(sms(), Some("Root=1-x\u{7f}"))
+            .await;
+        assert_eq!(trace_of(head.await.unwrap()), None);
     }
 
     #[tokio::test]

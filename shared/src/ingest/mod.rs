@@ -9,6 +9,7 @@ pub mod batch;
 pub mod error;
 mod http;
 mod listing;
+mod metrics;
 pub mod suppressions;
 pub mod validate;
 
@@ -136,6 +137,17 @@ impl Ingest {
             latency_ms,
             "request"
         );
+        // one Embedded Metric Format line per request: accepted and refused counts
+        println!(
+            "{}",
+            metrics::line(
+                outcome.route,
+                status,
+                &body,
+                outcome.response.as_ref().err().map(|e| e.code),
+                Utc::now().timestamp_millis()
+            )
+        );
         let no_content = status == StatusCode::NO_CONTENT;
         let mut builder = Response::builder()
             .status(status)
@@ -238,9 +250,12 @@ impl Ingest {
     async fn create(&self, req: &Request, organization_id: Uuid) -> Answer {
         let body = json_body(req, MAX_BODY_BYTES)?;
         let key = idempotency_key(req.headers())?;
-        let job = validate(&body, Utc::now())
-            .map_err(ApiError::invalid)?
-            .into_job(organization_id, key, self.config.max_age);
+        let job = NewJob {
+            trace_header: crate::telemetry::trace_header(req),
+            ..validate(&body, Utc::now())
+                .map_err(ApiError::invalid)?
+                .into_job(organization_id, key, self.config.max_age)
+        };
         let suppressed = self.suppressed_among(organization_id, &[&job]).await?;
         if !suppressed.is_empty() {
             return Err(suppressions::refusal());
@@ -332,9 +347,15 @@ impl Ingest {
         let body = json_body(req, MAX_BATCH_BODY_BYTES)?;
         let items = batch::items(&body).map_err(ApiError::invalid)?;
         let now = Utc::now();
+        let trace_header = crate::telemetry::trace_header(req);
         let checked: Vec<Result<NewJob, Vec<FieldError>>> = items
             .iter()
-            .map(|item| batch::new_job(item, organization_id, now, self.config.max_age))
+            .map(|item| {
+                batch::new_job(item, organization_id, now, self.config.max_age).map(|job| NewJob {
+                    trace_header: trace_header.clone(),
+                    ..job
+                })
+            })
             .collect();
         let valid: Vec<&NewJob> = checked.iter().filter_map(|c| c.as_ref().ok()).collect();
         let suppressed = self.suppressed_among(organization_id, &valid).await?;

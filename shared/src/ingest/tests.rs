@@ -85,6 +85,9 @@ impl JobStore for Untouchable {
     async fn prune_rate_windows(&self, _: Now) -> Result<u64, StoreError> {
         touched("prune_rate_windows")
     }
+    async fn backlog_age(&self, _: Now) -> Result<f64, StoreError> {
+        touched("backlog_age")
+    }
 }
 
 #[async_trait]

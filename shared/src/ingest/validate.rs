@@ -77,6 +77,7 @@ impl SendRequest {
                 key,
                 request_hash: self.request_hash,
             }),
+            trace_header: None,
         }
     }
 }

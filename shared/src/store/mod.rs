@@ -111,6 +111,8 @@ pub struct NewJob {
     /// Never sent after this (the claim skips it; the sweeper marks it expired).
     pub expires_at: DateTime<Utc>,
     pub idempotency: Option<Idempotency>,
+    /// The X-Ray trace header of the request that created it (see [`crate::telemetry`]).
+    pub trace_header: Option<String>,
 }
 
 /// The caller's idempotency key and the hash of its normalised request.
@@ -159,6 +161,9 @@ pub struct ClaimedJob {
     /// The organization suppressed the recipient after the job was accepted: the worker
     /// ends the job `dead` without calling the provider.
     pub suppressed: bool,
+    /// The X-Ray trace header the job was created under: logged with the delivery and passed
+    /// to the provider as `X-Amzn-Trace-Id`.
+    pub trace_header: Option<String>,
 }
 
 /// What the worker decided for one attempt.
@@ -458,6 +463,9 @@ pub trait JobStore: Send + Sync {
 
     /// Deletes rate-limit windows older than an hour.
     async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError>;
+
+    /// How long the oldest due job has waited, in seconds (0 when none is due).
+    async fn backlog_age(&self, now: Now) -> Result<f64, StoreError>;
 }
 
 #[cfg(test)]

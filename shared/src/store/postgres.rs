@@ -62,9 +62,10 @@ pub mod sql {
         ];
         COUNT_INGEST = "count_ingest.sql" [UUID, INT4, TIMESTAMPTZ];
         PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ];
+        BACKLOG_AGE = "backlog_age.sql" [TIMESTAMPTZ];
         INSERT_JOBS = "insert_jobs.sql" [
             UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
-            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY
+            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY
         ];
         EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ];
         FIND_BY_IDEMPOTENCY_KEYS = "find_by_idempotency_keys.sql" [UUID, TEXT_ARRAY];
@@ -420,6 +421,7 @@ fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
         claim_token: row.get("claim_token"),
         claimed_at: row.get("claimed_at"),
         suppressed: row.get("suppressed"),
+        trace_header: row.get("trace_header"),
     })
 }
 
@@ -459,6 +461,7 @@ impl JobStore for PgStore {
             .iter()
             .map(|j| j.idempotency.as_ref().map(|i| i.request_hash.as_str()))
             .collect();
+        let traces: Vec<Option<&str>> = jobs.iter().map(|j| j.trace_header.as_deref()).collect();
         let rows = self
             .query(
                 &sql::INSERT_JOBS,
@@ -472,6 +475,7 @@ impl JobStore for PgStore {
                     &keys,
                     &hashes,
                     &expires,
+                    &traces,
                 ],
             )
             .await?;
@@ -747,6 +751,11 @@ impl JobStore for PgStore {
 
     async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError> {
         self.execute(&sql::PRUNE_COUNTERS, &[&now]).await
+    }
+
+    async fn backlog_age(&self, now: Now) -> Result<f64, StoreError> {
+        let row = self.query_one(&sql::BACKLOG_AGE, &[&now]).await?;
+        Ok(row.get::<_, f64>("age").max(0.0))
     }
 }
 

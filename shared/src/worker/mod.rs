@@ -11,11 +11,13 @@ mod metrics;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::config::{ConfigError, Vars};
 use crate::delivery::{
@@ -24,8 +26,9 @@ use crate::delivery::{
 };
 use crate::store::{ClaimedJob, CompleteReport, Completion, Decision, JobStore, StoreError};
 
+pub use crate::telemetry::emf::{job_metrics, JOB_METRICS, METRIC_NAMESPACE, SERVICE};
 pub use decide::{backoff, backoff_step, decide, BASE_BACKOFF, MAX_BACKOFF};
-pub use metrics::{job_metrics, JOB_METRICS, METRIC_NAMESPACE, SERVICE};
+pub use metrics::{worker_line, Latencies};
 
 /// Time kept free before the deadline besides the provider calls: claiming, completing and
 /// answering Lambda.
@@ -162,8 +165,59 @@ pub async fn run(
     deadline: Instant,
 ) -> Result<WorkerSummary, StoreError> {
     let started = Instant::now();
-    let poll_until = deadline.checked_sub(cfg.poll).unwrap_or(started);
+    let backlog_age = backlog_age(store).await;
     let mut summary = WorkerSummary::default();
+    let mut latencies = Latencies::default();
+    let result = work(
+        store,
+        deliverer,
+        cfg,
+        deadline,
+        &mut summary,
+        &mut latencies,
+    )
+    .await;
+    summary.elapsed_ms = started.elapsed().as_millis() as u64;
+    // one Embedded Metric Format line per invocation, on stdout where CloudWatch reads it
+    // (also when a store error stops the invocation: what it did still counts)
+    println!(
+        "{}",
+        worker_line(
+            &summary,
+            &latencies,
+            backlog_age,
+            Utc::now().timestamp_millis()
+        )
+    );
+    result.map(|()| summary)
+}
+
+/// The oldest due job's age in seconds, at most once a minute per instance (`None` when
+/// not measured now, or when the store could not say: that never stops the invocation).
+async fn backlog_age(store: &dyn JobStore) -> Option<f64> {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    if !metrics::backlog_due(&LAST, Instant::now()) {
+        return None;
+    }
+    match store.backlog_age(None).await {
+        Ok(age) => Some(age),
+        Err(err) => {
+            tracing::warn!(error = %crate::error::report(&err), "cannot measure the backlog's age");
+            None
+        }
+    }
+}
+
+/// The loop of [`run`], adding what it does to `summary` and `latencies` as it goes.
+async fn work(
+    store: &dyn JobStore,
+    deliverer: &dyn Deliverer,
+    cfg: &WorkerConfig,
+    deadline: Instant,
+    summary: &mut WorkerSummary,
+    latencies: &mut Latencies,
+) -> Result<(), StoreError> {
+    let poll_until = deadline.checked_sub(cfg.poll).unwrap_or_else(Instant::now);
     // the batch claimed together with the previous batch's completion, if any
     let mut next: Vec<ClaimedJob> = Vec::new();
     loop {
@@ -203,6 +257,7 @@ pub async fn run(
                     error = %crate::error::report(&err),
                     "batch stopped on a store error; jobs in flight are left to the sweeper"
                 );
+                summary.add(counts, latencies);
                 return Err(err);
             }
         };
@@ -216,25 +271,24 @@ pub async fn run(
             elapsed_ms = batch_started.elapsed().as_millis() as u64,
             "batch completed"
         );
-        summary.claimed += counts.claimed;
-        summary.sent += counts.sent;
-        summary.retried += counts.retried;
-        summary.held += counts.held;
-        summary.released += counts.released;
-        summary.dead += counts.dead;
-        summary.fenced += counts.fenced;
-        summary.batches += 1;
+        summary.add(counts, latencies);
     }
-    summary.elapsed_ms = started.elapsed().as_millis() as u64;
-    // one Embedded Metric Format line per invocation, on stdout where CloudWatch reads it
-    println!(
-        "{}",
-        job_metrics(
-            &[("DeadJobs", summary.dead), ("HeldJobs", summary.held)],
-            Utc::now().timestamp_millis()
-        )
-    );
-    Ok(summary)
+    Ok(())
+}
+
+impl WorkerSummary {
+    /// Adds one batch's counts (and its provider latencies to `latencies`).
+    fn add(&mut self, counts: BatchCounts, latencies: &mut Latencies) {
+        self.claimed += counts.claimed;
+        self.sent += counts.sent;
+        self.retried += counts.retried;
+        self.held += counts.held;
+        self.released += counts.released;
+        self.dead += counts.dead;
+        self.fenced += counts.fenced;
+        self.batches += 1;
+        latencies.extend(counts.latencies);
+    }
 }
 
 /// The function's handler: any JSON event (its content is ignored), the deadline from its
@@ -258,7 +312,18 @@ pub async fn handle(
 struct Attempt {
     started_at: chrono::DateTime<Utc>,
     finished_at: chrono::DateTime<Utc>,
+    /// How long the provider call took; `None` when no call was made.
+    provider_ms: Option<f64>,
     result: Result<String, DeliveryError>,
+}
+
+/// The span of one delivery: its lines carry the job id and the trace it was created under.
+fn delivery_span(job: &ClaimedJob) -> tracing::Span {
+    tracing::info_span!(
+        "delivery",
+        job_id = %job.id,
+        trace_id = job.trace_header.as_deref()
+    )
 }
 
 /// Delivers one job within the provider timeout; a panic becomes a transient error.
@@ -282,12 +347,15 @@ async fn attempt(
             Attempt {
                 started_at,
                 finished_at,
+                provider_ms: None,
                 result,
             },
         );
     }
     handed.store(true, Ordering::SeqCst);
-    let call = AssertUnwindSafe(deliverer.deliver(job)).catch_unwind();
+    let clock = Instant::now();
+    let call =
+        AssertUnwindSafe(deliverer.deliver(job).instrument(delivery_span(job))).catch_unwind();
     let result = match tokio::time::timeout(timeout, call).await {
         Ok(Ok(result)) => result,
         Ok(Err(panic)) => {
@@ -306,6 +374,7 @@ async fn attempt(
     let attempt = Attempt {
         started_at,
         finished_at: Utc::now(),
+        provider_ms: Some(clock.elapsed().as_secs_f64() * 1000.0),
         result,
     };
     (index, attempt)
@@ -313,6 +382,8 @@ async fn attempt(
 
 #[derive(Default)]
 struct BatchCounts {
+    /// Provider calls' latencies (calls never handed to a provider are not in it).
+    latencies: Latencies,
     claimed: u64,
     sent: u64,
     retried: u64,
@@ -358,6 +429,11 @@ async fn run_batch(
     let mut next = Vec::new();
     while let Some(finished) = results.next().await {
         recorded += finished.len();
+        for (i, attempt) in &finished {
+            if let Some(ms) = attempt.provider_ms {
+                counts.latencies.add(batch[*i].channel, ms);
+            }
+        }
         let completions = completions(&batch, finished);
         let last = recorded == batch.len();
         let next_size = if last {
@@ -476,8 +552,16 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
                 Err(err) if err.code == SUPPRESSED => (None, Some(err.code.clone()), None),
                 Err(err) => (None, Some(err.code.clone()), Some(err.detail())),
             };
-            if let Err(err) = &attempt.result {
-                log_failure(job, err, decision);
+            let _span = delivery_span(job).entered();
+            match &attempt.result {
+                Ok(id) => tracing::info!(
+                    channel = job.channel.as_str(),
+                    attempt = job.attempt,
+                    provider_message_id = id.as_str(),
+                    latency_ms = attempt.provider_ms,
+                    "delivered to the provider"
+                ),
+                Err(err) => log_failure(job, err, decision, attempt.provider_ms),
             }
             Some(Completion {
                 job_id: job.id,
@@ -495,26 +579,41 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
         .collect()
 }
 
-fn log_failure(job: &ClaimedJob, err: &DeliveryError, decision: Decision) {
+/// Logs a failed attempt (inside its [`delivery_span`]: job id and trace on the line).
+fn log_failure(job: &ClaimedJob, err: &DeliveryError, decision: Decision, latency_ms: Option<f64>) {
     let to = masked_recipient_of(job);
     let class = err.class();
     if class == ErrorClass::Account {
         tracing::error!(
-            job_id = %job.id, channel = job.channel.as_str(), to, attempt = job.attempt,
-            code = err.code, decision = decision.as_str(),
+            channel = job.channel.as_str(),
+            to,
+            attempt = job.attempt,
+            latency_ms,
+            code = err.code,
+            decision = decision.as_str(),
             "the provider refused the account or its configuration; a person must act \
              (jobs are kept and retried every 30 minutes)"
         );
     } else if decision == Decision::Dead {
         tracing::warn!(
-            job_id = %job.id, channel = job.channel.as_str(), to, attempt = job.attempt,
-            max_attempts = job.max_attempts, code = err.code, ?class,
+            channel = job.channel.as_str(),
+            to,
+            attempt = job.attempt,
+            latency_ms,
+            max_attempts = job.max_attempts,
+            code = err.code,
+            ?class,
             "delivery failed; job is dead"
         );
     } else {
         tracing::info!(
-            job_id = %job.id, channel = job.channel.as_str(), to, attempt = job.attempt,
-            code = err.code, "delivery failed; will retry"
+            channel = job.channel.as_str(),
+            to,
+            attempt = job.attempt,
+            latency_ms,
+            code = err.code,
+            decision = decision.as_str(),
+            "delivery failed; will retry"
         );
     }
 }
