@@ -16,10 +16,30 @@ use integration_tests::watch::{self, Reply, Watch, CALL, FIRST_CALL};
 use integration_tests::{count, TestDb};
 use serde_json::{json, Value};
 use shared::feedback::events;
+use shared::telemetry::emf::{published, INGEST_METRICS, WORKER_METRICS};
 use uuid::Uuid;
 
 const SENDER: &str = "noreply@watch-tests.example.com";
 const SCHEDULED: &str = "tests/fixtures/events/scheduled.json";
+/// The X-Ray header the test's POSTs carry (used unless watch gives the invocation its own).
+const TRACE: &str = "Root=1-67a1b2c3-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1";
+
+/// The JSON objects in the watch log (each function's log lines and metric documents).
+fn json_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(&line[line.find('{')?..]).ok())
+        .filter(Value::is_object)
+        .collect()
+}
+
+/// The names an EMF document publishes.
+fn metric_names(document: &Value) -> Vec<String> {
+    published(&document.to_string())
+        .unwrap_or_else(|| panic!("not an EMF document: {document}"))
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
 
 fn is_time(v: &Value) -> bool {
     v.as_str()
@@ -49,6 +69,7 @@ async fn post(watch: &Watch, org: &str, body: &str, timeout: Duration) -> Reply 
     let headers = [
         ("Content-Type", "application/json"),
         ("X-Organization-Id", org),
+        ("X-Amzn-Trace-Id", TRACE),
     ];
     watch
         .request(
@@ -255,6 +276,70 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
                "fenced": 0, "batches": 1}),
         "worker summary"
     );
+    // the worker's output: one EMF document with every documented worker metric, and the
+    // delivery's line naming the job, the trace it was created under, the invocation's
+    // request id and its cold start
+    let stored: Option<String> = client
+        .query_one(
+            "SELECT trace_header FROM notification_jobs WHERE id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let stored = stored.expect("ingest stores the trace header it ran under");
+    let lines = json_lines(&watch.log());
+    let documents: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.get("_aws").is_some() && l.get("Sent").is_some())
+        .collect();
+    assert_eq!(
+        documents.len(),
+        1,
+        "one metric line per invocation: {documents:?}"
+    );
+    let names = metric_names(documents[0]);
+    for metric in WORKER_METRICS {
+        assert!(
+            names.iter().any(|n| n == metric),
+            "{metric} missing: {}",
+            documents[0]
+        );
+    }
+    assert_eq!(documents[0]["Sent"], 2, "{}", documents[0]);
+    let delivered = lines
+        .iter()
+        .find(|l| l["message"] == "delivered to the provider" && l["job_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("no delivery line for {id}:\n{}", watch.log_tail(30)));
+    assert_eq!(delivered["trace_id"], stored.as_str(), "{delivered}");
+    assert_eq!(delivered["level"], "INFO", "{delivered}");
+    assert_eq!(delivered["cold_start"], true, "{delivered}");
+    assert!(
+        delivered["request_id"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{delivered}"
+    );
+    // ingest's: a document per request, the refusals by code
+    let ingest: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.get("_aws").is_some() && l.get("Accepted").is_some())
+        .collect();
+    assert!(ingest.iter().any(|d| d["Accepted"] == 1), "{ingest:?}");
+    for document in &ingest {
+        let names = metric_names(document);
+        assert!(
+            INGEST_METRICS.iter().all(|m| names.iter().any(|n| n == m)),
+            "{document}"
+        );
+    }
+    assert!(
+        ingest
+            .iter()
+            .any(|d| d["Code"] == "validation_failed" && d["Refused"] == 1),
+        "{ingest:?}"
+    );
+
     let received = stand_in::received().await;
     let sms: Vec<_> = received
         .sms
