@@ -1,6 +1,6 @@
 -- Record provider events (one array element each); a copy of an event already recorded
--- (same provider message id and event key) is skipped. Returns the channel and kind of each
--- event newly recorded.
+-- (same provider message id and event key) is skipped. Returns the channel, kind and subtype
+-- of each event newly recorded.
 -- $1 provider message ids, $2 event keys, $3 kinds, $4 subtypes, $5 diagnostics,
 -- $6 suppresses, $7 occurred at, $8 raw events, $9 the current time (NULL: now()),
 -- $10 channels
@@ -13,4 +13,4 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool
      AS t(provider_message_id, event_key, kind, subtype, diagnostic, suppresses, occurred_at, raw,
           channel)
 ON CONFLICT (provider_message_id, event_key) DO NOTHING
-RETURNING channel, kind
+RETURNING channel, kind, subtype

@@ -197,6 +197,44 @@ async fn ses_delivery_bounce_and_complaint_change_status_and_suppress() {
     assert_eq!(rows, 2, "the bounce once, and the late delivery recorded");
 }
 
+/// A send to an address on SES's account-level suppression list comes back as a permanent
+/// bounce (subtype `OnAccountSuppressionList`): the job is bounced and the recipient
+/// suppressed, but SES leaves it out of its bounce rate, and so does the `Bounces` metric.
+#[tokio::test]
+async fn a_bounce_from_the_accounts_suppression_list_is_not_in_the_bounce_rate() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let client = db.client().await;
+    let sent = deliver(&db, &store, &emails(&Recipients::new(), 2)).await;
+    let general = ses_event("ses-bounce-permanent.json", &sent[0].message_id);
+    let on_list: Value = serde_json::from_str(
+        &fixture("ses-bounce-permanent.json")
+            .replace("MESSAGE_ID", &sent[1].message_id)
+            .replace(
+                r#"\"bounceSubType\":\"General\""#,
+                r#"\"bounceSubType\":\"OnAccountSuppressionList\""#,
+            ),
+    )
+    .unwrap();
+    assert_ne!(
+        on_list,
+        ses_event("ses-bounce-permanent.json", &sent[1].message_id)
+    );
+    let mut records = general["Records"].as_array().unwrap().clone();
+    records.extend(on_list["Records"].as_array().unwrap().iter().cloned());
+    let summary = feedback::handle(&store, &json!({ "Records": records }))
+        .await
+        .unwrap();
+    assert_eq!(summary.report.recorded["email"]["bounce"], 2);
+    assert_eq!(summary.report.account_suppressed_bounces, 1);
+    for job in &sent {
+        assert_eq!(status(&client, job.id).await, "bounced");
+        assert!(suppressed(&store, job).await);
+    }
+    let line: Value = serde_json::from_str(&feedback::metrics_line(&summary, 1)).unwrap();
+    assert_eq!(line["Bounces"], 1, "{line}");
+}
+
 #[tokio::test]
 async fn sms_delivery_status_logs_deliver_or_bounce_and_suppress_opted_out_numbers() {
     let db = TestDb::new().await;

@@ -179,7 +179,12 @@ pub fn metrics_line(summary: &FeedbackSummary, timestamp_ms: i64) -> String {
     crate::worker::job_metrics(
         &[
             ("Deliveries", count(Email, FeedbackKind::Delivery)),
-            ("Bounces", count(Email, FeedbackKind::PermanentBounce)),
+            // SES leaves sends to its account-level suppression list out of its bounce rate
+            (
+                "Bounces",
+                count(Email, FeedbackKind::PermanentBounce)
+                    .saturating_sub(summary.report.account_suppressed_bounces),
+            ),
             ("Complaints", count(Email, FeedbackKind::Complaint)),
             ("SmsDeliveries", count(Sms, FeedbackKind::Delivery)),
             (
@@ -233,5 +238,10 @@ mod tests {
             .map(|m| m["Name"].as_str().unwrap())
             .collect();
         assert_eq!(names.len(), 6);
+        // a bounce SES reported for its account-level suppression list is not in the rate
+        summary.report.account_suppressed_bounces = 1;
+        let line: serde_json::Value = serde_json::from_str(&metrics_line(&summary, 1)).unwrap();
+        assert_eq!(line["Bounces"], 0);
+        assert_eq!(line["Deliveries"], 3);
     }
 }

@@ -320,7 +320,19 @@ pub struct FeedbackReport {
     pub jobs_changed: u64,
     /// Recipients newly suppressed.
     pub suppressed: u64,
+    /// Of the email bounces recorded, those SES reported for an address on the account's own
+    /// suppression list (`Permanent/OnAccountSuppressionList`): SES leaves them out of the
+    /// bounce rate it judges the account by, and so does the `Bounces` metric.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub account_suppressed_bounces: u64,
 }
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The bounce subtype SES gives a send to an address on the account's suppression list.
+pub const ON_ACCOUNT_SUPPRESSION_LIST: &str = "Permanent/OnAccountSuppressionList";
 
 /// The suppression list port (ingest and the suppression routes).
 #[async_trait]

@@ -123,6 +123,10 @@ impl FeedbackStore for PgStore {
                     .or_default()
                     .entry(row.get("kind"))
                     .or_default() += 1;
+                let subtype: Option<&str> = row.get("subtype");
+                if subtype == Some(crate::store::ON_ACCOUNT_SUPPRESSION_LIST) {
+                    report.account_suppressed_bounces += 1;
+                }
             }
             report.duplicates = (events.len() - rows.len()) as u64;
         }
