@@ -65,6 +65,12 @@ impl DeliveryError {
         }
     }
 
+    /// An error its code says all about: the delivery row and `last_error` hold the code
+    /// alone (see [`DeliveryError::row_message`]).
+    pub fn code_only(code: impl Into<String>) -> Self {
+        Self::new(code, "")
+    }
+
     /// An error classed by its code, with its cause.
     pub fn with_source(
         code: impl Into<String>,
@@ -96,6 +102,12 @@ impl DeliveryError {
     /// What this failure means for the job.
     pub fn class(&self) -> ErrorClass {
         self.class
+    }
+
+    /// The delivery row's message: [`DeliveryError::detail`], none for a
+    /// [`DeliveryError::code_only`] error.
+    pub fn row_message(&self) -> Option<String> {
+        (!self.message.is_empty() || self.source.is_some()).then(|| self.detail())
     }
 
     /// The message and its whole cause chain on one line, bounded, for the delivery row.
@@ -361,6 +373,10 @@ mod tests {
             ("MessageRejected", ErrorClass::Account)
         );
         assert_eq!(err.detail(), "x: y");
+        assert_eq!(err.row_message().as_deref(), Some("x: y"));
+        let suppressed = DeliveryError::code_only(SUPPRESSED);
+        assert_eq!(suppressed.row_message(), None, "the code says it all");
+        assert_eq!(suppressed.class(), ErrorClass::Permanent);
     }
 
     #[test]

@@ -337,10 +337,8 @@ async fn attempt(
     let started_at = Utc::now();
     if job.suppressed {
         // never handed to the provider: the recipient bounced or complained meanwhile
-        let result = Err(DeliveryError::new(
-            SUPPRESSED,
-            "the recipient is suppressed",
-        ));
+        // last_error is the code alone: `suppressed`
+        let result = Err(DeliveryError::code_only(SUPPRESSED));
         let finished_at = started_at;
         return (
             index,
@@ -548,9 +546,7 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
             );
             let (provider_message_id, error_code, error_message) = match &attempt.result {
                 Ok(id) => (Some(id.clone()), None, None),
-                // last_error is the code alone
-                Err(err) if err.code == SUPPRESSED => (None, Some(err.code.clone()), None),
-                Err(err) => (None, Some(err.code.clone()), Some(err.detail())),
+                Err(err) => (None, Some(err.code.clone()), err.row_message()),
             };
             let _span = delivery_span(job).entered();
             match &attempt.result {
