@@ -1221,7 +1221,9 @@ fn every_function_logs_json_at_the_stacks_log_level() {
     assert_eq!(levels, ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]);
     for function in functions(&t) {
         let own = get(&t, &["Resources", function, "Properties"]).get("LoggingConfig");
-        let config = own.or(globals).unwrap_or_else(|| panic!("{function}: no LoggingConfig"));
+        let config = own
+            .or(globals)
+            .unwrap_or_else(|| panic!("{function}: no LoggingConfig"));
         assert_eq!(
             get(config, &["LogFormat"]).as_str(),
             Some("JSON"),
