@@ -32,6 +32,10 @@ demo: ## The whole flow on local defaults: Postgres, stand-in, cargo lambda watc
 test: ## Run every test (starts PostgreSQL and the AWS stand-in unless DATABASE_URL / AWS_ENDPOINT_URL are set)
 	tests/scripts/run-tests.sh
 
+.PHONY: contract
+contract: ## The API contract fuzzer alone: schemathesis over functions/ingest/openapi.yaml against cargo lambda watch (make test runs it too)
+	tests/scripts/contract.sh
+
 .PHONY: bench
 bench: ## Benchmark (issue 7) on its own durable PostgreSQL: jobs/s grid, claim latency, ingest, latency, graphile-worker, pgbench ceiling
 	tests/scripts/bench.sh

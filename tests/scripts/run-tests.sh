@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: starts what the tests need (PostgreSQL unless DATABASE_URL is set, the AWS
-# stand-in unless AWS_ENDPOINT_URL is set), runs every test, and stops what it started,
-# also when tests fail.
+# stand-in unless AWS_ENDPOINT_URL is set), runs every test, then the API contract fuzzer
+# (tests/scripts/contract.sh), and stops what it started, also when tests fail.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/scripts/services.sh
@@ -27,4 +27,9 @@ cargo test -p integration-tests --no-fail-fast \
   --test migrations --test batch --test rate_limits --test worker_recording --test operations \
   --test database --test migrations_custom_resource --test feedback --test suppressions \
   "$@" || status=$?
+
+# The API contract: Schemathesis over functions/ingest/openapi.yaml against the real ingest
+# function under cargo lambda watch (on this run's PostgreSQL, a database of its own)
+printf '\n=== the API contract: schemathesis against cargo lambda watch (tests/scripts/contract.sh) ===\n'
+tests/scripts/contract.sh || status=$?
 exit "$status"

@@ -3,8 +3,10 @@
 #
 #   tools_install sam           aws-sam-cli and cfn-lint (template checks, sam build/deploy)
 #   tools_install cargo-lambda  cargo-lambda, which brings zig (cross-compiles for arm64 Lambda)
+#   tools_install schemathesis  schemathesis, the API contract fuzzer (tests/scripts/contract.sh)
 #
-# Source this file; then "$TOOLS_BIN/sam", "$TOOLS_BIN/cfn-lint", "$TOOLS_BIN/cargo-lambda".
+# Source this file; then "$TOOLS_BIN/sam", "$TOOLS_BIN/cfn-lint", "$TOOLS_BIN/cargo-lambda",
+# "$TOOLS_BIN/schemathesis".
 # `cargo lambda …` finds cargo-lambda when $TOOLS_BIN is on PATH (tools_path does that).
 
 TOOLS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -13,6 +15,7 @@ TOOLS_BIN=$TOOLS_VENV/bin
 SAM_CLI_VERSION=${SAM_CLI_VERSION:-1.170.0}
 CFN_LINT_VERSION=${CFN_LINT_VERSION:-1.58.0}
 CARGO_LAMBDA_VERSION=${CARGO_LAMBDA_VERSION:-1.9.2}
+SCHEMATHESIS_VERSION=${SCHEMATHESIS_VERSION:-4.32.5}
 
 tools_venv() {
   [ -x "$TOOLS_BIN/pip" ] && return 0
@@ -32,6 +35,9 @@ tools_install() {
           || pkgs+=("aws-sam-cli==$SAM_CLI_VERSION" "cfn-lint==$CFN_LINT_VERSION") ;;
       cargo-lambda)
         [ -x "$TOOLS_BIN/cargo-lambda" ] || pkgs+=("cargo-lambda==$CARGO_LAMBDA_VERSION") ;;
+      schemathesis)
+        "$TOOLS_BIN/schemathesis" --version 2>/dev/null | grep -qF "$SCHEMATHESIS_VERSION" \
+          || pkgs+=("schemathesis==$SCHEMATHESIS_VERSION") ;;
       *) printf 'tools: unknown tool %s\n' "$what" >&2; return 2 ;;
     esac
   done

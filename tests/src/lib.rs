@@ -10,6 +10,7 @@
 //! pooler; the test's own set-up and assertions ([`TestDb::client`]) stay direct.
 
 pub mod apigw;
+pub mod contract;
 pub mod factory;
 pub mod faults;
 pub mod proxy;

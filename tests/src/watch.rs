@@ -235,7 +235,9 @@ impl Watch {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
-    /// An HTTP request to the function URL of `function` (`path` starts with `/`).
+    /// An HTTP request to the function URL of `function` (`path` starts with `/`). Every
+    /// answer of `ingest` is checked against the API contract
+    /// ([`crate::contract::assert_reply_conforms`]).
     pub async fn request(
         &self,
         method: &str,
@@ -252,7 +254,12 @@ impl Watch {
         )
         .await
         {
-            Ok(Ok(reply)) => reply,
+            Ok(Ok(reply)) => {
+                if function == "ingest" {
+                    crate::contract::assert_reply_conforms(method, path, &reply);
+                }
+                reply
+            }
             Ok(Err(e)) => panic!("{method} {target}: {e}; watch log:\n{}", self.log_tail(40)),
             Err(_) => panic!(
                 "{method} {target}: no answer within {timeout:?}; watch log:\n{}",

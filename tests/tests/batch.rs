@@ -7,7 +7,9 @@ use integration_tests::apigw::{new_org, parts, ApiRequest, Version};
 use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
 use serde_json::{json, Value};
-use shared::ingest::{Ingest, IngestConfig};
+// every answer checked against the API contract (functions/ingest/openapi.yaml)
+use integration_tests::contract::Ingest;
+use shared::ingest::IngestConfig;
 
 async fn service(db: &TestDb) -> Ingest {
     Ingest::new(Arc::new(db.store().await), IngestConfig::default())

@@ -12,7 +12,9 @@ use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
 use serde_json::json;
 use shared::db::{ConnectError, DbConfig};
-use shared::ingest::{Ingest, IngestConfig};
+// every answer checked against the API contract (functions/ingest/openapi.yaml)
+use integration_tests::contract::Ingest;
+use shared::ingest::IngestConfig;
 use shared::store::{JobStore, PgStore, StoreError};
 
 fn sms() -> serde_json::Value {

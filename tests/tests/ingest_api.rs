@@ -7,7 +7,9 @@ use integration_tests::proxy::Proxy;
 use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
 use serde_json::{json, Value};
-use shared::ingest::{Ingest, IngestConfig};
+// every answer checked against the API contract (functions/ingest/openapi.yaml)
+use integration_tests::contract::Ingest;
+use shared::ingest::IngestConfig;
 use shared::store::PgStore;
 
 async fn service(db: &TestDb, allow_org_header: bool) -> Ingest {

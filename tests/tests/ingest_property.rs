@@ -8,7 +8,9 @@ use integration_tests::apigw::{parts, ApiRequest, Version};
 use integration_tests::TestDb;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-use shared::ingest::{Ingest, IngestConfig};
+// every answer checked against the API contract (functions/ingest/openapi.yaml)
+use integration_tests::contract::Ingest;
+use shared::ingest::IngestConfig;
 
 const FIELDS: &[&str] = &[
     "channel",

@@ -9,7 +9,9 @@ use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
 use serde_json::{json, Value};
 use shared::domain::JobStatus;
-use shared::ingest::{Ingest, IngestConfig};
+// every answer checked against the API contract (functions/ingest/openapi.yaml)
+use integration_tests::contract::Ingest;
+use shared::ingest::IngestConfig;
 use shared::store::{Decision, JobStore};
 use uuid::Uuid;
 

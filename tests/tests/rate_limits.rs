@@ -8,7 +8,9 @@ use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
 use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
 use serde_json::json;
-use shared::ingest::{Ingest, IngestConfig};
+// every answer checked against the API contract (functions/ingest/openapi.yaml)
+use integration_tests::contract::Ingest;
+use shared::ingest::IngestConfig;
 use shared::store::{JobStore, PgStore};
 use tokio_postgres::Client;
 use uuid::Uuid;

@@ -9,7 +9,9 @@ use integration_tests::{count, TestDb};
 use lambda_http::http::StatusCode;
 use lambda_http::Body;
 use serde_json::{json, Value};
-use shared::ingest::{Ingest, IngestConfig};
+// every answer checked against the API contract (functions/ingest/openapi.yaml)
+use integration_tests::contract::Ingest;
+use shared::ingest::IngestConfig;
 use shared::store::SuppressionStore;
 use uuid::Uuid;
 

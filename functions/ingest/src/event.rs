@@ -19,13 +19,14 @@ pub async fn handle_event(ingest: &Ingest, event: Value, context: Context) -> Va
         Ok(request) => proxy_response(ingest.handle(request.with_lambda_context(context)).await),
         Err(reason) => {
             tracing::warn!(request_id = %context.request_id, status = 400, reason, "unreadable event");
-            proxy_response(unreadable(reason))
+            proxy_response(unreadable(reason, &context.request_id))
         }
     }
 }
 
-/// The 400 for an event that could not be read, in the common error shape.
-fn unreadable(reason: &str) -> Response<Body> {
+/// The 400 for an event that could not be read, in the common error shape, with the
+/// `x-request-id` every answer carries (functions/ingest/openapi.yaml).
+fn unreadable(reason: &str, request_id: &str) -> Response<Body> {
     let body = json!({"error": {"code": "bad_request", "message": reason, "fields": []}});
     let mut response = Response::new(Body::Text(body.to_string()));
     *response.status_mut() = lambda_http::http::StatusCode::BAD_REQUEST;
@@ -33,6 +34,9 @@ fn unreadable(reason: &str) -> Response<Body> {
         lambda_http::http::header::CONTENT_TYPE,
         lambda_http::http::HeaderValue::from_static("application/json"),
     );
+    if let Ok(id) = lambda_http::http::HeaderValue::from_str(request_id) {
+        response.headers_mut().insert("x-request-id", id);
+    }
     response
 }
 
@@ -234,6 +238,31 @@ mod tests {
         .unwrap()
     }
 
+    /// A context with the request id Lambda gives every invocation.
+    fn context() -> Context {
+        let mut context = Context::default();
+        context.request_id = "8476a536-e9f4-11e8-9739-2dfe598c3fcd".to_owned();
+        context
+    }
+
+    /// `reply` to `method path` keeps the API contract (functions/ingest/openapi.yaml).
+    fn assert_conforms(method: &str, path: &str, reply: &Value) {
+        let headers = reply["headers"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+            .collect();
+        let body = reply["body"].as_str().unwrap();
+        let answer = crate::contract::Answer {
+            status: reply["statusCode"].as_u64().unwrap() as u16,
+            headers,
+            body: body.as_bytes(),
+        };
+        let problems = crate::contract::contract().problems(method, path, &answer);
+        assert!(problems.is_empty(), "{problems:?}: {reply}");
+    }
+
     #[tokio::test]
     async fn answers_are_read_alike_by_every_caller() {
         let ingest = ingest();
@@ -241,9 +270,10 @@ mod tests {
         let mut event = v2_event();
         event["rawPath"] = json!("/nowhere");
         event["requestContext"]["http"]["path"] = json!("/nowhere");
-        let reply = handle_event(&ingest, event, Context::default()).await;
+        let reply = handle_event(&ingest, event, context()).await;
         let seen = read_by_every_caller(&reply);
         assert_eq!((seen.status, seen.cookies.len()), (404, 0), "{reply}");
+        assert_conforms("GET", "/nowhere", &reply);
         assert_eq!(seen.content_type, ["application/json"]);
         let body: Value = serde_json::from_str(&seen.body).unwrap();
         assert_eq!(body["error"]["code"], "not_found", "{reply}");
@@ -251,9 +281,11 @@ mod tests {
         // the 400 for an event lambda_http cannot read
         let mut event = v2_event();
         event["headers"]["x-nul"] = json!("a\u{0}b");
-        let reply = handle_event(&ingest, event, Context::default()).await;
+        let reply = handle_event(&ingest, event, context()).await;
         let seen = read_by_every_caller(&reply);
         assert_eq!((seen.status, seen.cookies.len()), (400, 0), "{reply}");
+        // the fixture's route: POST /notifications
+        assert_conforms("POST", "/notifications", &reply);
         assert_eq!(seen.content_type, ["application/json"]);
         let body: Value = serde_json::from_str(&seen.body).unwrap();
         assert_eq!(

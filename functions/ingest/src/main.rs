@@ -1,5 +1,11 @@
 //! The ingest function: API Gateway (HTTP API v2 or REST v1) → validated, persisted job.
 
+/// The API contract's checker (the tests' own, tests/src/contract/checker.rs): the event
+/// layer's answers are checked against functions/ingest/openapi.yaml too.
+#[cfg(test)]
+#[allow(dead_code)] // its request-level helpers serve the handler's tests, not these
+#[path = "../../../tests/src/contract/checker.rs"]
+mod contract;
 mod event;
 
 use std::sync::Arc;

@@ -193,6 +193,13 @@ mod tests {
                 .recipient,
             "+15555550100"
         );
+        // an email address may start with + too
+        assert_eq!(
+            parse(json!({"recipient": "+Tag@Example.com"}))
+                .unwrap()
+                .recipient,
+            "+tag@example.com"
+        );
         for bad in [
             json!({"recipient": "15555550100"}),
             json!({"recipient": "+1555-555"}),
@@ -232,6 +239,7 @@ mod tests {
             ("User%40Example.com", "user@example.com"),
             ("user@EXAMPLE.com", "user@example.com"),
             ("a%2Bb%40example.com", "a+b@example.com"),
+            ("%2BTag%40Example.com", "+tag@example.com"),
         ] {
             assert_eq!(path_recipient(segment).unwrap(), recipient, "{segment}");
         }

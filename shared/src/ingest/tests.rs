@@ -12,6 +12,11 @@ use uuid::Uuid;
 use super::{Ingest, IngestConfig, MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::store::*;
 
+/// The API contract's checker, the one the integration tests use: every answer below is
+/// checked against functions/ingest/openapi.yaml.
+#[path = "../../../tests/src/contract/checker.rs"]
+mod contract;
+
 /// A store that must never be reached; with a suppression list, `suppressed` answers from it.
 #[derive(Default)]
 struct Untouchable {
@@ -140,18 +145,27 @@ impl FeedbackStore for Untouchable {
     }
 }
 
-fn ingest() -> Ingest {
+/// The service under test; every answer it gives is checked against the API contract.
+struct Checked(Ingest);
+
+impl Checked {
+    async fn handle(&self, req: Request) -> lambda_http::Response<Body> {
+        contract::checked(req, |req| self.0.handle(req)).await
+    }
+}
+
+fn ingest() -> Checked {
     ingest_over(Untouchable::default())
 }
 
-fn ingest_over(store: Untouchable) -> Ingest {
-    Ingest::new(
+fn ingest_over(store: Untouchable) -> Checked {
+    Checked(Ingest::new(
         Arc::new(store),
         IngestConfig {
             allow_org_header: true,
             ..IngestConfig::default()
         },
-    )
+    ))
 }
 
 const ORG: &str = "0b9d8c1e-0000-4000-8000-000000000001";
@@ -454,4 +468,66 @@ async fn a_suppressed_recipient_is_refused_422_before_any_insert() {
         let message = answer["error"]["message"].as_str().unwrap();
         assert!(message.contains("DELETE /suppressions/"), "{message}");
     }
+}
+
+/// The router and the spec name the same operations, in both directions. The router's list
+/// comes from the router itself: `route` is asked about every method on every path shape the
+/// spec or the router's own route names (the `"METHOD /template"` literals of http.rs) have,
+/// and a few it has not; what it serves is compared with the spec's operations.
+#[test]
+fn the_router_serves_exactly_the_operations_of_the_spec() {
+    let spec = contract::contract().operations();
+    let source = include_str!("http.rs");
+    let methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+    let named_in_router: std::collections::BTreeSet<String> = source
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|literal| {
+            literal
+                .split_once(" /")
+                .is_some_and(|(method, _)| methods.contains(&method))
+        })
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !named_in_router.is_empty(),
+        "route names are \"METHOD /template\" literals in http.rs"
+    );
+    let mut templates: std::collections::BTreeSet<String> = spec
+        .iter()
+        .chain(&named_in_router)
+        .map(|op| op.split_once(' ').unwrap().1.to_owned())
+        .collect();
+    for shape in [
+        "/",
+        "/organizations",
+        "/notifications/{id}/retry",
+        "/notifications/batch/{id}",
+        "/notifications/{id}/cancel/{id}",
+        "/suppressions/{recipient}/extra",
+    ] {
+        templates.insert(shape.to_owned());
+    }
+    let id = Uuid::new_v4().to_string();
+    let mut served = std::collections::BTreeSet::new();
+    for template in &templates {
+        let path = template
+            .replace("{id}", &id)
+            .replace("{recipient}", "a%40example.com");
+        for method in methods {
+            if let Ok((_, name)) = super::http::route(&request(method, &path, None, "")) {
+                assert_eq!(name, format!("{method} {template}"), "{method} {path}");
+                served.insert(name.to_owned());
+            }
+        }
+    }
+    assert_eq!(
+        served, spec,
+        "the router serves (left) what functions/ingest/openapi.yaml declares (right)"
+    );
+    assert!(
+        named_in_router.is_subset(&served),
+        "every route name in http.rs is served: {named_in_router:?}"
+    );
 }

@@ -137,9 +137,10 @@ impl Email {
 }
 
 /// The channel of a recipient named without one (the suppression routes): a phone number
-/// starts with `+` (E.164); anything else is taken for an email address.
+/// starts with `+` (E.164) and has no `@`; anything else is taken for an email address (whose
+/// local part may start with `+` too: `+tag@example.com`).
 pub fn recipient_channel(recipient: &str) -> Channel {
-    if recipient.trim_start().starts_with('+') {
+    if recipient.trim_start().starts_with('+') && !recipient.contains('@') {
         Channel::Sms
     } else {
         Channel::Email
