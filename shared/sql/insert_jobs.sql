@@ -1,12 +1,35 @@
 -- Persist accepted requests, one or many, in one statement (ids are made by the caller).
+-- A request to a recipient its organization suppressed ($11: the normalised recipients,
+-- domain::normalize_recipient) is not inserted and comes back with `suppressed`: the check
+-- and the insert are one round trip, and a refusal writes nothing.
 -- With an idempotency key, a repeat inserts nothing (the unique index decides, also between
 -- concurrent repeats and between two items of one batch) and returns no row.
-INSERT INTO notification_jobs
-    (id, organization_id, channel, payload, max_attempts, next_attempt_at,
-     idempotency_key, request_hash, expires_at, trace_header)
-SELECT *
-FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::int[],
-            $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[])
-ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL
-DO NOTHING
-RETURNING id, status::text, next_attempt_at
+WITH input AS (
+    SELECT *
+    FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::int[],
+                $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[],
+                $11::text[])
+         AS t(id, organization_id, channel, payload, max_attempts, next_attempt_at,
+              idempotency_key, request_hash, expires_at, trace_header, recipient)
+),
+blocked AS (
+    SELECT i.id
+    FROM input AS i
+    WHERE EXISTS (SELECT FROM suppressions AS s
+                  WHERE s.organization_id = i.organization_id AND s.recipient = i.recipient)
+),
+inserted AS (
+    INSERT INTO notification_jobs
+        (id, organization_id, channel, payload, max_attempts, next_attempt_at,
+         idempotency_key, request_hash, expires_at, trace_header)
+    SELECT id, organization_id, channel, payload, max_attempts, next_attempt_at,
+           idempotency_key, request_hash, expires_at, trace_header
+    FROM input
+    WHERE id NOT IN (SELECT id FROM blocked)
+    ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO NOTHING
+    RETURNING id, status::text, next_attempt_at
+)
+SELECT id, status, next_attempt_at, false AS suppressed FROM inserted
+UNION ALL
+SELECT id, NULL, NULL, true FROM blocked

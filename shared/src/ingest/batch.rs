@@ -145,6 +145,7 @@ impl ItemResult {
     /// A valid item's result from the store (`None` would be a store bug: reported as such).
     pub fn stored(index: usize, inserted: Option<Inserted>) -> Self {
         let (status, job, errors) = match inserted {
+            Some(Inserted::Suppressed) => return Self::suppressed(index),
             Some(Inserted::Created(s)) => ("accepted", Some(s.into()), Vec::new()),
             Some(Inserted::Existing(s)) => ("existing", Some(s.into()), Vec::new()),
             Some(Inserted::KeyReused) => (

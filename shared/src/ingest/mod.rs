@@ -244,9 +244,9 @@ impl Ingest {
         })
     }
 
-    /// `POST /notifications`. A suppressed recipient is refused before the insert, so the
-    /// refusal writes nothing; that includes the replay of a request accepted before the
-    /// recipient was suppressed (its job ends `dead`, `suppressed`, when claimed).
+    /// `POST /notifications`. A suppressed recipient is refused by the insert statement
+    /// itself, so the refusal writes nothing; that includes the replay of a request accepted
+    /// before the recipient was suppressed (its job ends `dead`, `suppressed`, when claimed).
     async fn create(&self, req: &Request, organization_id: Uuid) -> Answer {
         let body = json_body(req, MAX_BODY_BYTES)?;
         let key = idempotency_key(req.headers())?;
@@ -256,10 +256,6 @@ impl Ingest {
                 .map_err(ApiError::invalid)?
                 .into_job(organization_id, key, self.config.max_age)
         };
-        let suppressed = self.suppressed_among(organization_id, &[&job]).await?;
-        if !suppressed.is_empty() {
-            return Err(suppressions::refusal());
-        }
         let inserted = self.store.insert(&job).await?;
         match inserted {
             Inserted::Created(summary) => Ok((
@@ -275,6 +271,7 @@ impl Ingest {
                 "idempotency_key_reused",
                 "this Idempotency-Key was already used with a different request",
             )),
+            Inserted::Suppressed => Err(suppressions::refusal()),
         }
     }
 
@@ -340,9 +337,9 @@ impl Ingest {
 }
 
 impl Ingest {
-    /// `POST /notifications/batch`: every valid item to a recipient not suppressed inserted
-    /// in one statement (after one suppression query); the answer says, item by item, what
-    /// became of it.
+    /// `POST /notifications/batch`: every valid item inserted in one statement, which also
+    /// leaves out the items to recipients the organization suppressed; the answer says, item
+    /// by item, what became of it.
     async fn batch(&self, req: &Request, organization_id: Uuid) -> Answer {
         let body = json_body(req, MAX_BATCH_BODY_BYTES)?;
         let items = batch::items(&body).map_err(ApiError::invalid)?;
@@ -357,21 +354,17 @@ impl Ingest {
                 })
             })
             .collect();
-        let valid: Vec<&NewJob> = checked.iter().filter_map(|c| c.as_ref().ok()).collect();
-        let suppressed = self.suppressed_among(organization_id, &valid).await?;
-        let is_suppressed = |job: &NewJob| suppressed.contains(&suppressions::recipient(job));
-        let to_insert: Vec<NewJob> = valid
-            .into_iter()
-            .filter(|job| !is_suppressed(job))
+        let valid: Vec<NewJob> = checked
+            .iter()
+            .filter_map(|c| c.as_ref().ok())
             .cloned()
             .collect();
-        let mut inserted = self.store.insert_many(&to_insert).await?.into_iter();
+        let mut inserted = self.store.insert_many(&valid).await?.into_iter();
         let results: Vec<batch::ItemResult> = checked
             .into_iter()
             .enumerate()
             .map(|(index, check)| match check {
                 Err(errors) => batch::ItemResult::invalid(index, errors),
-                Ok(job) if is_suppressed(&job) => batch::ItemResult::suppressed(index),
                 Ok(_) => batch::ItemResult::stored(index, inserted.next()),
             })
             .collect();

@@ -6,8 +6,6 @@
 //! Recipients are compared normalised ([`normalize_recipient`]): an email address in lower
 //! case, a phone number in E.164.
 
-use std::collections::HashSet;
-
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use lambda_http::http::StatusCode;
@@ -21,7 +19,6 @@ use super::listing::{self, Page};
 use super::validate::{parse_recipient, recipient_channel, Fields, MAX_EMAIL_CHARS};
 use super::{to_json, Answer, ApiError, FieldError, Ingest, MAX_BODY_BYTES};
 use crate::domain::normalize_recipient;
-use crate::store::NewJob;
 
 /// An entry added by hand may say why in at most this many characters.
 pub const MAX_DETAIL_CHARS: usize = 1000;
@@ -40,11 +37,6 @@ pub(super) fn refusal() -> ApiError {
     );
     err.fields.push(FieldError::new("to", "is suppressed"));
     err
-}
-
-/// A job's recipient, normalised as the suppression list keeps it.
-pub(super) fn recipient(job: &NewJob) -> String {
-    normalize_recipient(job.channel, job.payload["to"].as_str().unwrap_or_default())
 }
 
 /// The body of `POST /suppressions`: `{"recipient", "detail"?}`.
@@ -111,19 +103,6 @@ fn decode_cursor(raw: &str) -> Option<String> {
 }
 
 impl Ingest {
-    /// The normalised recipients of `jobs` that the organization suppressed, in one query.
-    pub(super) async fn suppressed_among(
-        &self,
-        organization_id: Uuid,
-        jobs: &[&NewJob],
-    ) -> Result<HashSet<String>, ApiError> {
-        let mut recipients: Vec<String> = jobs.iter().map(|job| recipient(job)).collect();
-        recipients.sort_unstable();
-        recipients.dedup();
-        let suppressed = self.store.suppressed(organization_id, &recipients).await?;
-        Ok(suppressed.into_iter().collect())
-    }
-
     /// `GET /suppressions?limit=&cursor=`: a page of the list in recipient order.
     pub(super) async fn list_suppressions(&self, req: &Request, organization_id: Uuid) -> Answer {
         let mut errors = Vec::new();

@@ -1,6 +1,6 @@
 //! Routing and the refusals that come before any store call, without a database: the store
-//! here fails the test if it is called at all (but for the suppression check, when a test
-//! gives it a list to answer with).
+//! here fails the test if it is called at all (but for suppressed recipients, when a test
+//! gives it a list to answer with: the insert leaves those out).
 
 use std::sync::Arc;
 
@@ -29,11 +29,18 @@ fn touched<T>(what: &str) -> Result<T, StoreError> {
 
 #[async_trait]
 impl JobStore for Untouchable {
-    async fn insert(&self, _: &NewJob) -> Result<Inserted, StoreError> {
-        touched("insert")
+    async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError> {
+        let mut answers = self.insert_many(std::slice::from_ref(job)).await?;
+        Ok(answers.remove(0))
     }
-    async fn insert_many(&self, _: &[NewJob]) -> Result<Vec<Inserted>, StoreError> {
-        touched("insert_many")
+    /// Only jobs to recipients on the suppression list, which the insert leaves out.
+    async fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>, StoreError> {
+        match &self.suppression_list {
+            Some(list) if jobs.iter().all(|job| list.contains(&job.recipient())) => {
+                Ok(jobs.iter().map(|_| Inserted::Suppressed).collect())
+            }
+            _ => touched("insert_many"),
+        }
     }
     async fn get(&self, _: Uuid, _: Uuid) -> Result<Option<JobView>, StoreError> {
         touched("get")
@@ -445,7 +452,7 @@ fn a_listing_by_an_unknown_status_names_every_status() {
 }
 
 #[tokio::test]
-async fn a_suppressed_recipient_is_refused_422_before_any_insert() {
+async fn a_suppressed_recipient_is_refused_422_and_nothing_is_inserted() {
     let ingest = ingest_over(Untouchable {
         suppression_list: Some(vec!["+15555550100".into(), "user@example.com".into()]),
     });

@@ -139,6 +139,19 @@ pub enum Inserted {
     Existing(JobSummary),
     /// The same key came with another request: nothing was written.
     KeyReused,
+    /// The organization suppressed the recipient: nothing was written (checked before the
+    /// key, so a replay of a request accepted before the suppression is refused too).
+    Suppressed,
+}
+
+impl NewJob {
+    /// The recipient as the suppression list keys it ([`crate::domain::normalize_recipient`]).
+    pub fn recipient(&self) -> String {
+        crate::domain::normalize_recipient(
+            self.channel,
+            self.payload["to"].as_str().unwrap_or_default(),
+        )
+    }
 }
 
 /// A job claimed for one delivery attempt.

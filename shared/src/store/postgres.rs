@@ -65,7 +65,7 @@ pub mod sql {
         BACKLOG_AGE = "backlog_age.sql" [TIMESTAMPTZ];
         INSERT_JOBS = "insert_jobs.sql" [
             UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
-            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY
+            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY
         ];
         EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ];
         FIND_BY_IDEMPOTENCY_KEYS = "find_by_idempotency_keys.sql" [UUID, TEXT_ARRAY];
@@ -462,6 +462,7 @@ impl JobStore for PgStore {
             .map(|j| j.idempotency.as_ref().map(|i| i.request_hash.as_str()))
             .collect();
         let traces: Vec<Option<&str>> = jobs.iter().map(|j| j.trace_header.as_deref()).collect();
+        let recipients: Vec<String> = jobs.iter().map(NewJob::recipient).collect();
         let rows = self
             .query(
                 &sql::INSERT_JOBS,
@@ -476,11 +477,17 @@ impl JobStore for PgStore {
                     &hashes,
                     &expires,
                     &traces,
+                    &recipients,
                 ],
             )
             .await?;
         let mut created = std::collections::HashMap::with_capacity(rows.len());
+        let mut suppressed = std::collections::HashSet::new();
         for row in &rows {
+            if row.get::<_, bool>("suppressed") {
+                suppressed.insert(row.get::<_, Uuid>("id"));
+                continue;
+            }
             let summary = summary(row)?;
             created.insert(summary.id, summary);
         }
@@ -490,7 +497,7 @@ impl JobStore for PgStore {
         let missing: Vec<(Uuid, &str)> = jobs
             .iter()
             .zip(&ids)
-            .filter(|(_, id)| !created.contains_key(*id))
+            .filter(|(_, id)| !created.contains_key(*id) && !suppressed.contains(*id))
             .filter_map(|(job, _)| {
                 Some((job.organization_id, job.idempotency.as_ref()?.key.as_str()))
             })
@@ -514,6 +521,9 @@ impl JobStore for PgStore {
             .map(|(job, id)| {
                 if let Some(summary) = created.get(id) {
                     return Ok(Inserted::Created(summary.clone()));
+                }
+                if suppressed.contains(id) {
+                    return Ok(Inserted::Suppressed);
                 }
                 let idempotency = job.idempotency.as_ref().ok_or_else(|| {
                     StoreError::Corrupt("a job without a key was not inserted".into())
