@@ -31,4 +31,6 @@ stand_in_up
 . "$NOTIF_STATE/pg.env"
 export DATABASE_URL FAULTS_PG_DIR="$PG_DIR" FAULTS_PG_BINDIR="$PG_BINDIR_USED"
 export FAULTS_TABLE=${FAULTS_TABLE:-$PWD/target/faults-table.md}
-target/debug/faults "$@"
+# the binaries cargo built: target/debug, or CARGO_TARGET_DIR's when that is set
+export FAULTS_BIN_DIR=${FAULTS_BIN_DIR:-${CARGO_TARGET_DIR:-$PWD/target}/debug}
+"$FAULTS_BIN_DIR/faults" "$@"
