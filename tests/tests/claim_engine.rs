@@ -346,3 +346,34 @@ async fn the_claim_part_sees_jobs_the_completion_makes_due_only_in_the_next_roun
     let again = store.claim(10, None).await.unwrap();
     assert_eq!((again[0].id, again[0].attempt), (first[0].id, 2));
 }
+
+/// The backlog's age is the oldest due job's wait: jobs not yet due, jobs claimed or finished
+/// do not count, and an empty backlog is 0.
+#[tokio::test]
+async fn the_backlog_age_is_the_oldest_due_jobs_wait() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    let now = Utc::now();
+    assert_eq!(store.backlog_age(Some(now)).await.unwrap(), 0.0);
+    Job::new().due_in(3600.0).insert(&client).await;
+    Job::new()
+        .due_in(-900.0)
+        .status(JobStatus::Sent)
+        .insert(&client)
+        .await;
+    Job::new()
+        .due_in(-600.0)
+        .status(JobStatus::Processing)
+        .insert(&client)
+        .await;
+    assert_eq!(store.backlog_age(Some(now)).await.unwrap(), 0.0);
+    Job::new().due_in(-30.0).insert(&client).await;
+    Job::new()
+        .due_in(-90.0)
+        .status(JobStatus::Failed)
+        .insert(&client)
+        .await;
+    let age = store.backlog_age(Some(now)).await.unwrap();
+    assert!((89.0..=92.0).contains(&age), "{age}");
+}
