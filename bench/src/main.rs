@@ -8,7 +8,8 @@
 //! A run is [`measure::measure`] → [`results::Results`] → [`targets::targets`] →
 //! [`render::render`], then the results and targets as JSON. Each part measures in its own
 //! module (numbered as the issue's questions): [`worked`] (1), [`claim`] (2), [`ingest`] (3),
-//! [`latency`] (4), [`peer`] (5), [`ceiling`] (6), [`cpu`] (7), [`cold_start`] (8).
+//! [`latency`] (4), [`peer`] (5), [`ceiling`] (6), [`cpu`] (7), [`cold_start`] (8), and the
+//! write budget of issue 17, [`writes`] (9, its counters read by [`probe`]).
 
 mod ceiling;
 mod claim;
@@ -20,11 +21,13 @@ mod latency;
 mod measure;
 mod out;
 mod peer;
+mod probe;
 mod render;
 mod results;
 mod stats;
 mod targets;
 mod worked;
+mod writes;
 
 use std::time::Duration;
 

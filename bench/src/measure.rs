@@ -7,6 +7,7 @@ use anyhow::Result;
 use crate::cpu::Cpu;
 use crate::db::Bench;
 use crate::results::{Machine, Results};
+use crate::writes::{self, WriteBudget};
 use crate::Plan;
 use crate::{ceiling, claim, cold_start, ingest, latency, peer, worked};
 
@@ -25,10 +26,12 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     );
     let cold_start = cold_start::measure(&bench, plan.cold_runs).await?;
     let worked = worked::grid(&bench, plan).await?;
+    // 9: a run of its own at the best cell (see writes.rs for why)
+    let ours_writes = writes::ours(&bench, plan.jobs, &worked.best).await;
     let ours = worked.best.jobs_per_sec;
     let mut ceiling = ceiling::grid(&bench, plan).await?;
     ceiling.ours_best_over_ceiling_best = ceiling.best.as_ref().map(|c| ours / c.jobs_per_sec);
-    let mut peer = peer::measure(&bench, plan).await;
+    let (mut peer, peer_writes) = peer::measure(&bench, plan).await;
     peer.ours_best_over_peer_best = peer.best.as_ref().map(|p| ours / p.jobs_per_sec);
     let ingest = ingest::measure(&bench, plan).await?;
     let accept_to_provider = latency::measure(&bench, plan).await?;
@@ -50,6 +53,7 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
         worked,
         ceiling,
         peer,
+        write_budget: WriteBudget::compare(ours_writes, peer_writes),
         ingest,
         accept_to_provider,
         claim_latency,

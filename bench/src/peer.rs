@@ -12,6 +12,7 @@ use tokio::process::Command;
 
 use crate::db::Bench;
 use crate::stats::{rounded, rounded_opt};
+use crate::writes::Side;
 use crate::Plan;
 
 /// The settings of graphile-worker's own performance test, as drain.js sets them.
@@ -54,18 +55,21 @@ pub struct Peer {
     pub ours_best_over_peer_best: Option<f64>,
 }
 
-/// The peer over `plan.peer_processes`, when the plan has it; it never fails the benchmark
-/// (the status says what went wrong, and the runs before it are kept). The ratio to our
-/// best is left for the caller.
-pub async fn measure(bench: &Bench, plan: &Plan) -> Peer {
+/// The peer over `plan.peer_processes`, when the plan has it, then its write budget at its
+/// best process count ([`crate::writes`]); it never fails the benchmark (the status says
+/// what went wrong, and the runs before it are kept). The ratio to our best is left for the
+/// caller.
+pub async fn measure(bench: &Bench, plan: &Plan) -> (Peer, Side) {
     let mut runs = Vec::new();
+    let mut writes = Side::not_measured("not measured (quick mode; --peer runs it)");
     let status = if !plan.peer {
         "skipped (quick mode; --peer runs it)".to_owned()
     } else {
+        writes = Side::not_measured("not measured: graphile-worker did not run");
         match install().await {
             Ok(what) => {
                 crate::step!("peer: {what}");
-                match drain(bench, plan, &mut runs).await {
+                match drain(bench, plan, &mut runs, &mut writes).await {
                     Ok(()) => what,
                     Err(e) => format!("{what}: failed: {e:#}"),
                 }
@@ -79,17 +83,24 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Peer {
         .iter()
         .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
         .cloned();
-    Peer {
+    let peer = Peer {
         status,
         settings: SETTINGS,
         runs,
         best,
         ours_best_over_peer_best: None,
-    }
+    };
+    (peer, writes)
 }
 
-/// Pushes the best of `plan.reps` runs of each process count onto `runs`.
-async fn drain(bench: &Bench, plan: &Plan, runs: &mut Vec<PeerRun>) -> Result<()> {
+/// Pushes the best of `plan.reps` runs of each process count onto `runs`, then measures the
+/// write budget at the best of them into `writes`.
+async fn drain(
+    bench: &Bench,
+    plan: &Plan,
+    runs: &mut Vec<PeerRun>,
+    writes: &mut Side,
+) -> Result<()> {
     let client = setup(bench).await?;
     let startup = startup(bench).await?;
     for &p in &plan.peer_processes {
@@ -109,6 +120,12 @@ async fn drain(bench: &Bench, plan: &Plan, runs: &mut Vec<PeerRun>) -> Result<()
             }
         }
         runs.extend(best);
+    }
+    if let Some(best) = runs
+        .iter()
+        .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+    {
+        *writes = crate::writes::peer(bench, &client, plan.jobs, best.processes, startup).await;
     }
     Ok(())
 }
@@ -207,6 +224,22 @@ pub async fn run(
     processes: usize,
     startup_secs: f64,
 ) -> Result<PeerRun> {
+    queue(client, jobs).await?;
+    let secs = work(bench, processes, startup_secs).await?;
+    check(client, jobs).await?;
+    Ok(PeerRun {
+        processes,
+        concurrent_jobs_per_process: SETTINGS.concurrent_jobs,
+        jobs,
+        secs,
+        startup_secs,
+        jobs_per_sec: jobs as f64 / secs,
+    })
+}
+
+/// Queues `jobs` no-op jobs with graphile-worker's `add_jobs`, then settles as our runs do
+/// (VACUUM ANALYZE, CHECKPOINT).
+pub async fn queue(client: &tokio_postgres::Client, jobs: i64) -> Result<()> {
     client
         .execute(
             "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
@@ -219,6 +252,12 @@ pub async fn run(
         .context("queue the peer's jobs")?;
     client.batch_execute("VACUUM ANALYZE").await?;
     let _ = client.batch_execute("CHECKPOINT").await;
+    Ok(())
+}
+
+/// `processes` processes each running `runOnce` at once: the seconds they took, start-up
+/// subtracted.
+pub async fn work(bench: &Bench, processes: usize, startup_secs: f64) -> Result<f64> {
     let started = Instant::now();
     let runs: Vec<_> = (0..processes).map(|_| node(bench, "work")).collect();
     let outputs = futures::future::try_join_all(runs).await?;
@@ -226,22 +265,20 @@ pub async fn run(
     for out in &outputs {
         let _: Value = serde_json::from_str(out.trim()).context("the peer's timing line")?;
     }
-    let left: i64 = client
-        .query_one("SELECT count(*) FROM graphile_worker.jobs", &[])
-        .await?
-        .get(0);
-    ensure!(left == 0, "graphile-worker left {left} of {jobs} jobs");
     let secs = wall - startup_secs;
     ensure!(
         secs > 0.0,
         "the peer's run ({wall:.3} s) was shorter than its start-up ({startup_secs:.3} s)"
     );
-    Ok(PeerRun {
-        processes,
-        concurrent_jobs_per_process: SETTINGS.concurrent_jobs,
-        jobs,
-        secs,
-        startup_secs,
-        jobs_per_sec: jobs as f64 / secs,
-    })
+    Ok(secs)
+}
+
+/// Every one of the `jobs` jobs worked (graphile-worker deletes a job it completes).
+pub async fn check(client: &tokio_postgres::Client, jobs: i64) -> Result<()> {
+    let left: i64 = client
+        .query_one("SELECT count(*) FROM graphile_worker.jobs", &[])
+        .await?
+        .get(0);
+    ensure!(left == 0, "graphile-worker left {left} of {jobs} jobs");
+    Ok(())
 }

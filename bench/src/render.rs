@@ -5,6 +5,7 @@ use crate::cpu::FULL_VCPU_MB;
 use crate::results::Results;
 use crate::say;
 use crate::targets::Target;
+use crate::writes::{Side, WriteBudget, Writes};
 
 pub fn render(r: &Results, targets: &[Target]) {
     header(r);
@@ -14,6 +15,8 @@ pub fn render(r: &Results, targets: &[Target]) {
     ceiling(r);
     say!("");
     peer(r);
+    say!("");
+    write_budget(r);
     say!("");
     claim(r);
     say!("");
@@ -181,6 +184,147 @@ fn peer(r: &Results) {
             fmt_n(best.jobs_per_sec),
             best.processes
         );
+    }
+}
+
+/// A per-job figure: whole numbers from 100 up, else two significant decimals or so.
+fn per_job(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.abs() >= 100.0 => fmt_n(v),
+        Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
+        Some(v) if v.is_finite() => format!("{v:.3}"),
+        _ => "-".into(),
+    }
+}
+
+fn write_budget(r: &Results) {
+    let b = &r.write_budget;
+    let sides = [("ours", &b.ours), ("graphile-worker", &b.graphile_worker)];
+    let jobs = sides
+        .iter()
+        .find_map(|(_, s)| s.run.as_ref().map(|w| w.jobs));
+    say!("9. write budget per worked job: for each side a run of its own, {} queued jobs at the settings of its best timed run, from VACUUM ANALYZE + CHECKPOINT like every run; queueing not counted", jobs.unwrap_or(0));
+    for (name, side) in sides {
+        match &side.run {
+            Some(w) => say!(
+                "   {name}: {} ({} jobs/s in this run{})",
+                w.setting,
+                fmt_n(w.jobs_per_sec),
+                if w.buffers_dirtied_per_job.is_some() {
+                    ", statements tracked"
+                } else {
+                    ""
+                }
+            ),
+            None => say!("   {name}: {}", side.status),
+        }
+    }
+    if jobs.is_some() {
+        write_table(b);
+        for (name, side) in sides {
+            write_details(name, side);
+        }
+    }
+}
+
+/// The figures side by side, with ours ÷ theirs for the headline ones.
+fn write_table(b: &WriteBudget) {
+    let x = &b.ours_over_theirs;
+    let row = |label: &str, f: fn(&Writes) -> Option<f64>, ratio: Option<Option<f64>>| {
+        let side = |s: &Side| per_job(s.run.as_ref().and_then(f));
+        let ratio = ratio.map_or(String::new(), |r| {
+            r.map_or("-".into(), |r| format!("{r:.2}"))
+        });
+        say!(
+            "   {label:<54}{:>12}{:>17}{:>15}",
+            side(&b.ours),
+            side(&b.graphile_worker),
+            ratio
+        );
+    };
+    say!(
+        "   {:<54}{:>12}{:>17}{:>15}",
+        "per job",
+        "ours",
+        "graphile-worker",
+        "ours ÷ theirs"
+    );
+    row(
+        "WAL bytes (pg_current_wal_lsn after − before)",
+        |w| Some(w.wal_bytes_per_job),
+        Some(x.wal_bytes),
+    );
+    row(
+        "  of which full-page images (pg_walinspect)",
+        |w| w.wal_fpi_bytes_per_job,
+        None,
+    );
+    row(
+        "  of which by statements (pg_stat_statements)",
+        |w| w.statements_wal_bytes_per_job,
+        None,
+    );
+    row(
+        "heap tuples written (n_tup_ins + n_tup_upd + n_tup_del)",
+        |w| Some(w.heap_tuples_per_job),
+        Some(x.heap_tuples),
+    );
+    row("  inserted", |w| Some(w.inserted_per_job), None);
+    row("  updated", |w| Some(w.updated_per_job), None);
+    row(
+        "    of which HOT (n_tup_hot_upd)",
+        |w| Some(w.hot_updated_per_job),
+        None,
+    );
+    row("  deleted", |w| Some(w.deleted_per_job), None);
+    row(
+        "index entries (B-tree inserts in the WAL)",
+        |w| w.index_entries_per_job,
+        Some(x.index_entries),
+    );
+    row(
+        "index entries, bound: (ins + upd − HOT) × indexes",
+        |w| Some(w.index_entries_bound_per_job),
+        Some(x.index_entries_bound),
+    );
+    row(
+        "buffers dirtied (pg_stat_statements)",
+        |w| w.buffers_dirtied_per_job,
+        Some(x.buffers_dirtied),
+    );
+}
+
+/// A side's statements, most WAL first, and what it could not measure.
+fn write_details(name: &str, side: &Side) {
+    let Some(w) = &side.run else { return };
+    if !w.statements.is_empty() {
+        say!(
+            "   {name}, statements by WAL (WAL bytes / buffers dirtied per job, calls, statement):"
+        );
+    }
+    for s in &w.statements {
+        let query: String = s.query.chars().take(100).collect();
+        say!(
+            "   {:>12} / {:<7} {:>7}  {query}",
+            per_job(Some(s.wal_bytes_per_job)),
+            per_job(Some(s.buffers_dirtied_per_job)),
+            s.calls
+        );
+    }
+    if !w.wal_by_record_type.is_empty() {
+        say!("   {name}, WAL by record type (bytes per job, of which full-page images; records per job):");
+    }
+    for t in &w.wal_by_record_type {
+        say!(
+            "   {:>12} {:>9}   {:>7}  {}",
+            per_job(Some(t.bytes_per_job)),
+            format!("({})", per_job(Some(t.fpi_bytes_per_job))),
+            per_job(Some(t.records_per_job)),
+            t.record_type
+        );
+    }
+    for why in &w.not_measured {
+        say!("   {name}: not measured: {why}");
     }
 }
 

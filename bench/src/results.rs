@@ -16,6 +16,7 @@ use crate::peer::Peer;
 use crate::stats::rounded;
 use crate::targets::Target;
 use crate::worked::Worked;
+use crate::writes::WriteBudget;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Results {
@@ -36,6 +37,8 @@ pub struct Results {
     pub ceiling: Ceilings,
     /// 5
     pub peer: Peer,
+    /// 9: what working one job writes, ours and the peer's
+    pub write_budget: WriteBudget,
     /// 3
     pub ingest: IngestRuns,
     /// 4
@@ -108,7 +111,33 @@ pub fn example() -> Results {
     results.accept_to_provider.polling_on = latency(127.0, 251.0);
     results.cold_start.ingest_minus_handshake_ms = 9.21;
     results.cpu = Cpu::of(&results.worked);
+    results.write_budget = example_write_budget();
     results
+}
+
+/// Ours measured, the peer not (as in quick mode).
+#[cfg(test)]
+fn example_write_budget() -> WriteBudget {
+    use crate::writes::{Side, Writes};
+
+    let ours = Writes {
+        setting: "2 workers, batch 100".into(),
+        jobs: 5_000,
+        secs: 0.4,
+        jobs_per_sec: 12_500.0,
+        wal_bytes_per_job: 2_345.67,
+        heap_tuples_per_job: 3.0,
+        index_entries_per_job: Some(7.0),
+        buffers_dirtied_per_job: Some(0.1234),
+        ..Writes::default()
+    };
+    WriteBudget::compare(
+        Side {
+            status: "measured".into(),
+            run: Some(ours),
+        },
+        Side::not_measured("not measured (quick mode; --peer runs it)"),
+    )
 }
 
 #[cfg(test)]
@@ -137,6 +166,13 @@ mod tests {
         assert_eq!(at("/accept_to_provider/polling_on/p50_ms"), 127.0);
         assert_eq!(at("/cold_start/ingest_minus_handshake_ms"), 9.21);
         assert_eq!(at("/cpu/cell/workers"), 1);
+        assert_eq!(at("/write_budget/ours/run/wal_bytes_per_job"), 2_345.7);
+        assert_eq!(at("/write_budget/ours/run/buffers_dirtied_per_job"), 0.123);
+        assert_eq!(
+            at("/write_budget/graphile_worker/status"),
+            "not measured (quick mode; --peer runs it)"
+        );
+        assert!(at("/write_budget/ours_over_theirs/wal_bytes").is_null());
         assert_eq!(
             at("/targets/0/target"),
             "worked jobs/s ≥ 1.0× graphile-worker"

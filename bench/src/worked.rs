@@ -199,6 +199,24 @@ pub fn no_deadline() -> Instant {
 /// One grid point: `jobs` due jobs drained by `workers` workers claiming `batch` at a time.
 pub async fn cell(bench: &Bench, jobs: i64, workers: usize, batch: u32) -> Result<Cell> {
     bench.reset(jobs).await?;
+    drain(bench, workers, batch)
+        .await?
+        .checked(bench, jobs)
+        .await
+}
+
+/// A queue drained, its counts not checked yet.
+pub struct Drained {
+    workers: usize,
+    batch: u32,
+    secs: f64,
+    cpu: Duration,
+    sent: u64,
+}
+
+/// `workers` workers claiming `batch` at a time, until nothing is due; timed from the
+/// first claim, their connections open before.
+pub async fn drain(bench: &Bench, workers: usize, batch: u32) -> Result<Drained> {
     let cfg = worker_config(batch);
     let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, workers)
         .await?
@@ -210,22 +228,41 @@ pub async fn cell(bench: &Bench, jobs: i64, workers: usize, batch: u32) -> Resul
     let summaries = run_workers(stores, &cfg, Arc::new(NoopDeliverer), no_deadline()).await?;
     let secs = started.elapsed().as_secs_f64();
     let cpu = process_cpu().saturating_sub(cpu0);
-    let sent: u64 = summaries.iter().map(|s| s.sent).sum();
-    let counts = bench.counts().await?;
-    ensure!(
-        counts.sent == jobs && counts.deliveries == jobs && sent as i64 == jobs,
-        "workers={workers} batch={batch}: {jobs} jobs, but {} sent ({sent} reported), {} delivery rows, {} still open",
-        counts.sent,
-        counts.deliveries,
-        counts.open
-    );
-    Ok(Cell {
+    Ok(Drained {
         workers,
         batch,
-        jobs,
         secs,
-        jobs_per_sec: jobs as f64 / secs,
-        cpu_ms_per_job: cpu.as_secs_f64() * 1000.0 / jobs as f64,
-        runs: vec![jobs as f64 / secs],
+        cpu,
+        sent: summaries.iter().map(|s| s.sent).sum(),
     })
+}
+
+impl Drained {
+    /// The cell, once every one of the `jobs` queued jobs is sent with its delivery row.
+    pub async fn checked(self, bench: &Bench, jobs: i64) -> Result<Cell> {
+        let Self {
+            workers,
+            batch,
+            secs,
+            cpu,
+            sent,
+        } = self;
+        let counts = bench.counts().await?;
+        ensure!(
+            counts.sent == jobs && counts.deliveries == jobs && sent as i64 == jobs,
+            "workers={workers} batch={batch}: {jobs} jobs, but {} sent ({sent} reported), {} delivery rows, {} still open",
+            counts.sent,
+            counts.deliveries,
+            counts.open
+        );
+        Ok(Cell {
+            workers,
+            batch,
+            jobs,
+            secs,
+            jobs_per_sec: jobs as f64 / secs,
+            cpu_ms_per_job: cpu.as_secs_f64() * 1000.0 / jobs as f64,
+            runs: vec![jobs as f64 / secs],
+        })
+    }
 }

@@ -17,6 +17,17 @@ export NOTIF_STATE="$ROOT/.local/bench"
 export PG_EXTRA_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
 # shellcheck source=services.sh
 . tests/scripts/services.sh
+# pg_stat_statements, when the server has it, for the write budget's buffers dirtied: loaded
+# with tracking off, switched on by the bench for its measured write-budget runs only
+# (bench/src/probe.rs); without it those figures read "not measured"
+if bindir=$(pg_bindir); then
+  for lib in "$bindir"/../lib/pg_stat_statements.* "$bindir"/../lib/postgresql/pg_stat_statements.*; do
+    if [ -e "$lib" ]; then
+      PG_EXTRA_OPTS="$PG_EXTRA_OPTS -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=none"
+      break
+    fi
+  done
+fi
 
 quick=false
 for arg in "$@"; do [ "$arg" = --quick ] && quick=true; done
@@ -35,7 +46,7 @@ cargo build -q -p bench --profile "$profile"
 # `make build` and the fault suite build them), so their features are not unified with the bench's
 cargo build -q -p ingest -p worker -p sweeper --profile "$profile"
 case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
-bin="$ROOT/target/$dir/bench"
+bin="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/bench"
 
 started_pg=false
 if [ -z "${DATABASE_URL:-}" ]; then started_pg=true; fi
