@@ -282,13 +282,20 @@ def statements(db):
 BTREE_ENTRY = ("INSERT_LEAF", "INSERT_POST", "SPLIT_L", "SPLIT_R")
 
 
+def flushed(lsn):
+    """`lsn`, or the WAL flushed so far if that is earlier: pg_walinspect reads flushed WAL
+    only, and a background process may have inserted a record not flushed yet."""
+    return (f"(SELECT CASE WHEN '{lsn}'::pg_lsn > pg_current_wal_flush_lsn() "
+            f"THEN pg_current_wal_flush_lsn() ELSE '{lsn}'::pg_lsn END)")
+
+
 def wal_breakdown(db, start, end):
     """Per resource manager and record type: count, record bytes, FPI bytes (pg_walinspect)."""
     if not has_ext(db, "pg_walinspect"):
         return None
     try:
         rows = psql(db, f"SELECT \"resource_manager/record_type\", count, record_size, fpi_size "
-                        f"FROM pg_get_wal_stats('{start}', '{end}', true) WHERE count > 0")
+                        f"FROM pg_get_wal_stats('{start}', {flushed(end)}, true) WHERE count > 0")
     except RuntimeError as e:
         log(f"pg_walinspect: {e}")
         return None
@@ -307,7 +314,7 @@ def index_entries_by_relation(db, start, end):
     sql = f"""
         WITH r AS (
             SELECT substring(block_ref from 'rel \\d+/\\d+/(\\d+)')::oid AS filenode
-            FROM pg_get_wal_records_info('{start}', '{end}')
+            FROM pg_get_wal_records_info('{start}', {flushed(end)})
             WHERE resource_manager = 'Btree'
               AND record_type IN ('INSERT_LEAF', 'INSERT_POST', 'SPLIT_L', 'SPLIT_R'))
         SELECT coalesce(c.relname, r.filenode::text), count(*)
