@@ -11,7 +11,6 @@ import glob
 import json
 import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -61,14 +60,6 @@ def psql(db, sql=None, *, file=None, variables=None, check=True, timeout=None):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and p.returncode != 0:
         raise RuntimeError(f"psql failed on {db}: {p.stderr.strip()}\n{(sql or file)[:400]}")
-    return p.stdout
-
-
-def psql_stdin(db, script):
-    p = subprocess.run([PSQL, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", dsn(db)],
-                       input=script, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"psql failed on {db}: {p.stderr.strip()}")
     return p.stdout
 
 
@@ -169,10 +160,6 @@ class Design:
         self.key, self.label, self.tables = key, label, tables
         self.ingest, self.work, self.fill = ingest, work, fill
         self.extra_vars = extra_vars  # further arrays the work script carries
-
-    @property
-    def partitioned(self):
-        return self.key == "C"
 
 
 A_TABLES = ["notification_jobs", "notification_deliveries"]
