@@ -96,11 +96,12 @@ async fn status(client: &Client, id: Uuid) -> String {
 
 async fn suppressed(store: &PgStore, sent: &Sent) -> bool {
     let recipient = sent.to.to_lowercase();
-    !store
-        .suppressed(sent.org, std::slice::from_ref(&recipient))
+    store
+        .list_suppressions(sent.org, None, 1000)
         .await
         .unwrap()
-        .is_empty()
+        .iter()
+        .any(|s| s.recipient == recipient)
 }
 
 fn emails(recipients: &Recipients, n: usize) -> Vec<(Channel, Value)> {

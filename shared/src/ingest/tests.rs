@@ -104,16 +104,6 @@ impl JobStore for Untouchable {
 
 #[async_trait]
 impl SuppressionStore for Untouchable {
-    async fn suppressed(&self, _: Uuid, recipients: &[String]) -> Result<Vec<String>, StoreError> {
-        match &self.suppression_list {
-            Some(list) => Ok(recipients
-                .iter()
-                .filter(|r| list.contains(r))
-                .cloned()
-                .collect()),
-            None => touched("suppressed"),
-        }
-    }
     async fn list_suppressions(
         &self,
         _: Uuid,

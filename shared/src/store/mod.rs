@@ -350,13 +350,6 @@ pub const ON_ACCOUNT_SUPPRESSION_LIST: &str = "Permanent/OnAccountSuppressionLis
 /// The suppression list port (ingest and the suppression routes).
 #[async_trait]
 pub trait SuppressionStore: Send + Sync {
-    /// Which of these normalised recipients the organization has suppressed.
-    async fn suppressed(
-        &self,
-        organization_id: Uuid,
-        recipients: &[String],
-    ) -> Result<Vec<String>, StoreError>;
-
     /// A page of the organization's list in recipient order, after `after`.
     async fn list_suppressions(
         &self,

@@ -84,7 +84,6 @@ pub mod sql {
         ];
         APPLY_FEEDBACK = "apply_feedback.sql" [TIMESTAMPTZ];
         DROP_UNMATCHED_FEEDBACK = "drop_unmatched_feedback.sql" [FLOAT8, INT8, TIMESTAMPTZ];
-        SUPPRESSED_RECIPIENTS = "suppressed_recipients.sql" [UUID, TEXT_ARRAY];
         LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8];
         ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT];
         REMOVE_SUPPRESSION = "remove_suppression.sql" [UUID, TEXT];

@@ -76,25 +76,37 @@ impl LogSettings {
 /// Installs the global subscriber from the process environment (once; later calls do nothing).
 pub fn init() {
     let settings = LogSettings::from_lookup(|name| std::env::var(name).ok());
-    // the invocation and delivery spans are kept at any level, so a `warn` line still
-    // names its request, trace and job
-    let filter = settings
-        .env_filter()
-        .or(filter_fn(|meta: &Metadata<'_>| kept_span(meta)));
     let layer = if settings.json {
-        tracing_subscriber::fmt::layer()
-            .fmt_fields(JsonFields::new())
-            .event_format(FlatJson)
-            .with_filter(filter)
-            .boxed()
+        json_layer(&settings, std::io::stdout).boxed()
     } else {
         tracing_subscriber::fmt::layer()
             .with_target(false)
             .without_time()
-            .with_filter(filter)
+            .with_filter(filter(&settings))
             .boxed()
     };
     let _ = tracing_subscriber::registry().with(layer).try_init();
+}
+
+/// The level filter, keeping the invocation and delivery spans at any level, so a `warn`
+/// line still names its request, trace and job.
+fn filter<S>(settings: &LogSettings) -> impl tracing_subscriber::layer::Filter<S> {
+    settings
+        .env_filter()
+        .or(filter_fn(|meta: &Metadata<'_>| kept_span(meta)))
+}
+
+/// The JSON lines layer ([`FlatJson`]) writing to `writer`.
+fn json_layer<S, W>(settings: &LogSettings, writer: W) -> impl Layer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt::layer()
+        .fmt_fields(JsonFields::new())
+        .event_format(FlatJson)
+        .with_writer(writer)
+        .with_filter(filter(settings))
 }
 
 fn kept_span(meta: &Metadata<'_>) -> bool {
@@ -261,14 +273,9 @@ mod tests {
     fn lines_logged(level: &str, f: impl FnOnce()) -> Vec<Value> {
         let captured = Captured::default();
         let writer = captured.clone();
-        let filter = settings(&[("AWS_LAMBDA_LOG_LEVEL", level)])
-            .env_filter()
-            .or(filter_fn(|meta: &Metadata<'_>| kept_span(meta)));
-        let layer = tracing_subscriber::fmt::layer()
-            .fmt_fields(JsonFields::new())
-            .event_format(FlatJson)
-            .with_writer(move || writer.clone())
-            .with_filter(filter);
+        let layer = json_layer(&settings(&[("AWS_LAMBDA_LOG_LEVEL", level)]), move || {
+            writer.clone()
+        });
         let subscriber = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(subscriber, f);
         let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();

@@ -20,23 +20,6 @@ fn suppression(row: &Row) -> Suppression {
 
 #[async_trait]
 impl SuppressionStore for PgStore {
-    async fn suppressed(
-        &self,
-        organization_id: Uuid,
-        recipients: &[String],
-    ) -> Result<Vec<String>, StoreError> {
-        if recipients.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = self
-            .query(
-                &sql::SUPPRESSED_RECIPIENTS,
-                &[&organization_id, &recipients],
-            )
-            .await?;
-        Ok(rows.iter().map(|row| row.get("recipient")).collect())
-    }
-
     async fn list_suppressions(
         &self,
         organization_id: Uuid,
