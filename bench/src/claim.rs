@@ -151,13 +151,13 @@ pub async fn fill_finished(bench: &Bench, n: i64) -> Result<()> {
         .execute(
             "INSERT INTO notification_jobs
                  (organization_id, channel, payload, status, attempts, max_attempts,
-                  next_attempt_at, created_at, updated_at, claimed_at, claim_token, last_error)
+                  next_attempt_at, created_at, updated_at, last_error)
              SELECT '0b9d8c1e-0000-4000-8000-000000000001'::uuid, 'sms',
                     jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
                                        'message', 'Your invoice is paid'),
                     CASE WHEN g % 10 = 0 THEN 'dead' ELSE 'sent' END::job_status,
                     CASE WHEN g % 10 = 0 THEN 5 ELSE 1 END, 5,
-                    t, t, t, t, gen_random_uuid(),
+                    t, t, t,
                     CASE WHEN g % 10 = 0 THEN 'InvalidParameter: bench' END
              FROM generate_series(1, $1::bigint) AS g,
                   LATERAL (SELECT now() - (g % 2505600) * interval '1 second' AS t) AS ts",

@@ -66,7 +66,7 @@ impl Bench {
     /// (CASCADE: provider feedback and suppressions name jobs by foreign key).
     pub async fn truncate(&self) -> Result<()> {
         self.client
-            .batch_execute("TRUNCATE notification_jobs CASCADE")
+            .batch_execute("TRUNCATE notification_jobs, job_queue CASCADE")
             .await
             .context("truncate")?;
         Ok(())
@@ -76,7 +76,8 @@ impl Bench {
     pub async fn insert_due(&self, n: i64) -> Result<()> {
         self.client
             .execute(
-                "INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
+                "WITH jobs AS (
+                 INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
                  SELECT '0b9d8c1e-0000-4000-8000-000000000001'::uuid,
                         CASE WHEN g % 2 = 0 THEN 'sms' ELSE 'email' END,
                         CASE WHEN g % 2 = 0
@@ -87,7 +88,11 @@ impl Bench {
                                                      'text', 'Your invoice is paid')
                         END,
                         now() - interval '1 second'
-                 FROM generate_series(1, $1::bigint) AS g",
+                 FROM generate_series(1, $1::bigint) AS g
+                 RETURNING id, organization_id, next_attempt_at, max_attempts
+                 )
+                 INSERT INTO job_queue (id, organization_id, next_attempt_at, max_attempts)
+                 SELECT id, organization_id, next_attempt_at, max_attempts FROM jobs",
                 &[&n],
             )
             .await
@@ -97,7 +102,7 @@ impl Bench {
 
     /// Statistics fresh, visibility map set, dirty pages flushed: every run starts alike.
     pub async fn settle(&self) -> Result<()> {
-        for table in ["notification_jobs", "notification_deliveries"] {
+        for table in ["notification_jobs", "job_queue", "notification_deliveries"] {
             self.client
                 .batch_execute(&format!("VACUUM ANALYZE {table}"))
                 .await
@@ -121,7 +126,7 @@ impl Bench {
             .client
             .query_one(
                 "SELECT count(*) FILTER (WHERE status = 'sent'),
-                        count(*) FILTER (WHERE status IN ('pending', 'failed', 'processing')),
+                        (SELECT count(*) FROM job_queue),
                         (SELECT count(*) FROM notification_deliveries)
                  FROM notification_jobs",
                 &[],

@@ -1,8 +1,8 @@
 -- How long the oldest due job has waited, in seconds (0 when none is due). $1 is the current
--- time (NULL: the server's now()). The predicate is notification_jobs_claimable's: min() reads
--- the head of that index, one row, however long the queue.
+-- time (NULL: the server's now()). The predicate is job_queue_due's: min() reads the head of
+-- that index, one row, however long the queue.
 SELECT coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(next_attempt_at)),
                 0)::float8 AS age
-FROM notification_jobs
-WHERE status IN ('pending', 'failed')
+FROM job_queue
+WHERE claim_token IS NULL
   AND next_attempt_at <= coalesce($1::timestamptz, now())

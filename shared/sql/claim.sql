@@ -1,11 +1,14 @@
 -- Claim up to $1 due jobs in one statement that commits before any delivery. $2 is the
 -- current time (NULL: the server's now(); tests pass a time instead of ageing rows).
+-- The claim reads and writes the narrow queue (job_queue: open jobs only); the job's
+-- request (channel, payload, trace) is read from notification_jobs by primary key, not
+-- locked and not written.
 -- SKIP LOCKED: rows another claimer holds are skipped, never waited for.
 -- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE.
 WITH due AS (
     SELECT id
-    FROM notification_jobs
-    WHERE status IN ('pending', 'failed')
+    FROM job_queue
+    WHERE claim_token IS NULL
       AND next_attempt_at <= coalesce($2::timestamptz, now())
       -- an expired job is never sent (the sweeper marks it expired)
       AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
@@ -14,17 +17,16 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 /* @update */
-UPDATE notification_jobs AS j
-SET status      = 'processing',
-    attempts    = j.attempts + 1,
-    tries       = GREATEST(j.tries, j.attempts) + 1,
+UPDATE job_queue AS q
+SET attempts    = q.attempts + 1,
+    tries       = GREATEST(q.tries, q.attempts) + 1,
     claimed_at  = coalesce($2::timestamptz, now()),
-    claim_token = gen_random_uuid(),
-    updated_at  = coalesce($2::timestamptz, now())
+    claim_token = gen_random_uuid()
 FROM due
-WHERE j.id = due.id
-RETURNING j.id, j.organization_id, j.channel, j.payload, j.attempts, j.max_attempts,
-          j.tries, j.claim_token, j.claimed_at, j.trace_header,
+JOIN notification_jobs AS j ON j.id = due.id
+WHERE q.id = due.id
+RETURNING q.id, j.organization_id, j.channel, j.payload, q.attempts, q.max_attempts,
+          q.tries, q.claim_token, q.claimed_at, j.trace_header,
           -- the recipient was suppressed after the job was accepted: the worker ends it
           -- `dead` without calling the provider
           EXISTS (SELECT FROM suppressions AS s

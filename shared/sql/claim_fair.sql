@@ -1,7 +1,7 @@
 -- The fair, rate-limited claim (used when RATE_LIMIT_PER_ORG_PER_MIN is set).
 -- $1 batch size, $2 the current time (NULL: now()), $3 the default jobs per organization per
--- minute (overrides in organization_rate_limits). $1 and $2 as in claim.sql, whose UPDATE ends
--- this statement.
+-- minute (overrides in organization_rate_limits). $1 and $2 as in claim.sql, whose UPDATE
+-- ends this statement. Like claim.sql it reads the queue (job_queue), open jobs only.
 --  * Each organization with due jobs offers at most what is left of its budget this minute;
 --    the batch takes them round-robin (every organization's oldest first), so a noisy
 --    tenant cannot fill a batch while another waits.
@@ -16,14 +16,14 @@
 WITH RECURSIVE orgs AS (
     -- the organizations with due jobs, one index probe each (a loose index scan)
     (SELECT organization_id
-     FROM notification_jobs
-     WHERE status IN ('pending', 'failed') AND next_attempt_at <= coalesce($2::timestamptz, now())
+     FROM job_queue
+     WHERE claim_token IS NULL AND next_attempt_at <= coalesce($2::timestamptz, now())
      ORDER BY organization_id
      LIMIT 1)
     UNION ALL
     SELECT (SELECT j.organization_id
-            FROM notification_jobs AS j
-            WHERE j.status IN ('pending', 'failed') AND j.next_attempt_at <= coalesce($2::timestamptz, now())
+            FROM job_queue AS j
+            WHERE j.claim_token IS NULL AND j.next_attempt_at <= coalesce($2::timestamptz, now())
               AND j.organization_id > orgs.organization_id
             ORDER BY j.organization_id
             LIMIT 1)
@@ -55,9 +55,9 @@ candidates AS (
     FROM budgets AS b
     CROSS JOIN LATERAL (
         SELECT id, organization_id, next_attempt_at
-        FROM notification_jobs
+        FROM job_queue
         WHERE organization_id = b.organization_id
-          AND status IN ('pending', 'failed')
+          AND claim_token IS NULL
           AND next_attempt_at <= coalesce($2::timestamptz, now())
           AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
         ORDER BY next_attempt_at
@@ -74,9 +74,9 @@ chosen AS (
 -- statement's snapshot: the conditions are checked again on the latest row) is skipped
 locked AS (
     SELECT j.id, j.organization_id, ch.turn
-    FROM notification_jobs AS j
+    FROM job_queue AS j
     JOIN chosen AS ch ON ch.id = j.id
-    WHERE j.status IN ('pending', 'failed')
+    WHERE j.claim_token IS NULL
       AND j.next_attempt_at <= coalesce($2::timestamptz, now())
       AND (j.expires_at IS NULL OR j.expires_at > coalesce($2::timestamptz, now()))
     FOR UPDATE OF j SKIP LOCKED

@@ -1,11 +1,12 @@
 -- Complete a whole batch and claim the next one, in one statement (one transaction, one
 -- round trip, one commit).
--- Each job changes only while it is still processing under the caller's claim token;
+-- Each job changes only while it is still claimed under the caller's claim token;
 -- a stale token changes nothing (fenced). Every attempt gets its delivery row either way.
 -- The next batch (up to $1 jobs; 0 claims none) is claimed by claim.sql itself, put in
 -- place of the marker below; claim.sql's parameters ($1 batch size, $2 the current time, NULL
 -- meaning now()) come first here too, so it goes in unchanged. Both parts work on disjoint
--- rows: the claim takes pending/failed jobs, the completion changes processing ones.
+-- rows: the claim takes unclaimed queue rows, the completion changes claimed ones (and the
+-- claim does not see what the completion changed: one snapshot).
 -- $1 how many jobs to claim next, $2 the current time (NULL: now()),
 -- $3 ids, $4 claim tokens, $5 tries (the delivery row's attempt number),
 -- $6 outcomes (sent|retry|held|dead), $7 retry times,
@@ -20,7 +21,38 @@ WITH input AS (
               provider, provider_message_id, error_code, error_message,
               started_at, finished_at)
 ),
+-- Only a job still claimed under the caller's token changes (its queue row holds the token).
+-- A final outcome ends it: the queue row goes.
+finished AS (
+    DELETE FROM job_queue AS q
+    USING input AS i
+    WHERE q.id = i.job_id
+      AND q.claim_token = i.claim_token
+      AND i.outcome NOT IN ('retry', 'held')
+    RETURNING q.id, q.attempts, q.tries, NULL::timestamptz AS next_attempt_at
+),
+-- A retry puts it back in line. held: not the message's fault (account trouble, an
+-- outage): the attempt its claim took is given back.
+requeued AS (
+    UPDATE job_queue AS q
+    SET attempts        = CASE WHEN i.outcome = 'held' THEN GREATEST(q.attempts - 1, 0)
+                               ELSE q.attempts END,
+        next_attempt_at = COALESCE(i.retry_at, q.next_attempt_at),
+        claim_token     = NULL,
+        claimed_at      = NULL
+    FROM input AS i
+    WHERE q.id = i.job_id
+      AND q.claim_token = i.claim_token
+      AND i.outcome IN ('retry', 'held')
+    RETURNING q.id, q.attempts, q.tries, q.next_attempt_at
+),
 applied AS (
+    SELECT * FROM finished
+    UNION ALL
+    SELECT * FROM requeued
+),
+-- the job's record at rest: where it stands after this attempt
+stands AS (
     UPDATE notification_jobs AS j
     SET status          = CASE i.outcome
                               WHEN 'sent' THEN 'sent'::job_status
@@ -28,19 +60,15 @@ applied AS (
                               WHEN 'held' THEN 'failed'::job_status
                               ELSE 'dead'::job_status
                           END,
-        -- held: not the message's fault (account trouble, an outage): the attempt its
-        -- claim took is given back
-        attempts        = CASE WHEN i.outcome = 'held' THEN GREATEST(j.attempts - 1, 0)
-                               ELSE j.attempts END,
-        next_attempt_at = COALESCE(i.retry_at, j.next_attempt_at),
+        attempts        = a.attempts,
+        tries           = a.tries,
+        next_attempt_at = COALESCE(a.next_attempt_at, j.next_attempt_at),
         last_error      = CASE WHEN i.outcome = 'sent' THEN NULL
                                ELSE concat_ws(': ', i.error_code, i.error_message) END,
         updated_at      = coalesce($2::timestamptz, now())
-    FROM input AS i
-    WHERE j.id = i.job_id
-      AND j.claim_token = i.claim_token
-      AND j.status = 'processing'
-    RETURNING j.id
+    FROM applied AS a
+    JOIN input AS i ON i.job_id = a.id
+    WHERE j.id = a.id
 ),
 recorded AS (
     INSERT INTO notification_deliveries AS d

@@ -2,23 +2,25 @@
 -- at or before $2 (the current time; NULL: now()): final status `expired`, and a delivery row
 -- saying why. SKIP LOCKED: never waits on a claimer. A job being delivered is left to finish.
 WITH doomed AS (
-    SELECT id
-    FROM notification_jobs
-    WHERE status IN ('pending', 'failed')
-      AND expires_at <= coalesce($2::timestamptz, now())
-    ORDER BY expires_at
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
+    DELETE FROM job_queue AS q
+    WHERE q.id IN (SELECT id
+                   FROM job_queue
+                   WHERE claim_token IS NULL
+                     AND expires_at <= coalesce($2::timestamptz, now())
+                   ORDER BY expires_at
+                   LIMIT $1
+                   FOR UPDATE SKIP LOCKED)
+    RETURNING q.id, GREATEST(q.tries, q.attempts) + 1 AS tries, q.attempts
 ),
 expired AS (
     UPDATE notification_jobs AS j
-    SET status      = 'expired',
-        tries       = GREATEST(j.tries, j.attempts) + 1,
-        claim_token = NULL,
-        last_error  = 'expired: not delivered by ' || j.expires_at,
-        updated_at  = coalesce($2::timestamptz, now())
-    FROM doomed
-    WHERE j.id = doomed.id
+    SET status     = 'expired',
+        attempts   = d.attempts,
+        tries      = d.tries,
+        last_error = 'expired: not delivered by ' || j.expires_at,
+        updated_at = coalesce($2::timestamptz, now())
+    FROM doomed AS d
+    WHERE j.id = d.id
     RETURNING j.id, j.channel, j.tries, j.expires_at
 ),
 recorded AS (

@@ -4,6 +4,7 @@
 -- and the insert are one round trip, and a refusal writes nothing.
 -- With an idempotency key, a repeat inserts nothing (the unique index decides, also between
 -- concurrent repeats and between two items of one batch) and returns no row.
+-- An inserted job is queued in the same statement (job_queue).
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::int[],
@@ -28,7 +29,13 @@ inserted AS (
     WHERE id NOT IN (SELECT id FROM blocked)
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL
     DO NOTHING
-    RETURNING id, status::text, next_attempt_at
+    RETURNING id, organization_id, status::text, next_attempt_at, expires_at, max_attempts
+),
+-- each accepted job's queue row (0011_job_queue.sql): what the claim reads
+queued AS (
+    INSERT INTO job_queue (id, organization_id, next_attempt_at, expires_at, max_attempts)
+    SELECT id, organization_id, next_attempt_at, expires_at, max_attempts
+    FROM inserted
 )
 SELECT id, status, next_attempt_at, false AS suppressed FROM inserted
 UNION ALL

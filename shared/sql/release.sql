@@ -1,17 +1,16 @@
 -- Give back claimed jobs that were never handed to a provider (the worker stopped early: a
 -- store error, its deadline): due again at once, the attempt and the try their claim took
--- refunded, the claim token cleared. Only jobs still processing under the caller's claim.
+-- refunded, the claim cleared. Only jobs still claimed under the caller's claim token.
+-- Their record in notification_jobs is untouched: it still says what it said before the
+-- claim (pending, or failed after an earlier attempt).
 -- $1 ids, $2 their claim tokens, $3 the current time (NULL: now()).
-UPDATE notification_jobs AS j
-SET status          = CASE WHEN j.attempts - 1 <= 0 THEN 'pending'::job_status
-                           ELSE 'failed'::job_status END,
-    attempts        = GREATEST(j.attempts - 1, 0),
-    tries           = GREATEST(j.tries - 1, 0),
+UPDATE job_queue AS q
+SET attempts        = GREATEST(q.attempts - 1, 0),
+    tries           = GREATEST(q.tries - 1, 0),
     next_attempt_at = coalesce($3::timestamptz, now()),
     claim_token     = NULL,
-    updated_at      = coalesce($3::timestamptz, now())
+    claimed_at      = NULL
 FROM unnest($1::uuid[], $2::uuid[]) AS r(id, claim_token)
-WHERE j.id = r.id
-  AND j.claim_token = r.claim_token
-  AND j.status = 'processing'
-RETURNING j.id
+WHERE q.id = r.id
+  AND q.claim_token = r.claim_token
+RETURNING q.id

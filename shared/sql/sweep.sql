@@ -1,27 +1,47 @@
 -- Requeue (or bury) up to $2 jobs left in processing for longer than $1 seconds before $3
 -- (the current time; NULL: now()).
 -- SKIP LOCKED: two sweepers, or a sweeper beside a completing worker, never wait on each other.
--- The claim token is cleared, so the lost worker's late completion is fenced.
+-- The claim is cleared (or the queue row gone), so the lost worker's late completion is
+-- fenced.
 WITH stuck AS (
-    SELECT id
-    FROM notification_jobs
-    WHERE status = 'processing'
+    SELECT id, claimed_at
+    FROM job_queue
+    WHERE claim_token IS NOT NULL
       AND claimed_at < coalesce($3::timestamptz, now()) - make_interval(secs => $1)
     ORDER BY claimed_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ),
+-- its budget spent: the job ends dead and leaves the queue
+buried AS (
+    DELETE FROM job_queue AS q
+    USING stuck
+    WHERE q.id = stuck.id
+      AND q.attempts >= q.max_attempts
+    RETURNING q.id, q.attempts, q.tries, stuck.claimed_at, 'dead'::job_status AS status
+),
+-- otherwise due again at once
+requeued AS (
+    UPDATE job_queue AS q
+    SET next_attempt_at = coalesce($3::timestamptz, now()),
+        claim_token     = NULL,
+        claimed_at      = NULL
+    FROM stuck
+    WHERE q.id = stuck.id
+      AND q.attempts < q.max_attempts
+    RETURNING q.id, q.attempts, q.tries, stuck.claimed_at, 'failed'::job_status AS status
+),
 swept AS (
     UPDATE notification_jobs AS j
-    SET status          = CASE WHEN j.attempts >= j.max_attempts
-                               THEN 'dead'::job_status ELSE 'failed'::job_status END,
+    SET status          = s.status,
+        attempts        = s.attempts,
+        tries           = s.tries,
         next_attempt_at = coalesce($3::timestamptz, now()),
-        claim_token     = NULL,
-        last_error      = 'worker lost: processing since ' || j.claimed_at,
+        last_error      = 'worker lost: processing since ' || s.claimed_at,
         updated_at      = coalesce($3::timestamptz, now())
-    FROM stuck
-    WHERE j.id = stuck.id
-    RETURNING j.id, j.channel, GREATEST(j.tries, j.attempts) AS try, j.claimed_at, j.status
+    FROM (SELECT * FROM buried UNION ALL SELECT * FROM requeued) AS s
+    WHERE j.id = s.id
+    RETURNING j.id, j.channel, GREATEST(s.tries, s.attempts) AS try, s.claimed_at, s.status
 ),
 recorded AS (
     INSERT INTO notification_deliveries

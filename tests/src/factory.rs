@@ -129,20 +129,40 @@ impl Job {
             "sms" => "jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'), 'message', 'hi')",
             _ => "jsonb_build_object('to', 'user' || g || '@example.com', 'subject', 'Hi', 'text', 'hi')",
         };
+        // The record in notification_jobs, and for an open job (pending, failed or
+        // processing) its queue row, as ingest and the claim write them (0011_job_queue.sql):
+        // a claimed job's record says what it said before its claim.
         let sql = format!(
-            "INSERT INTO notification_jobs
-                 (organization_id, channel, payload, status, attempts, max_attempts,
-                  next_attempt_at, claimed_at, claim_token, created_at, updated_at, expires_at)
-             SELECT CASE WHEN $11 THEN gen_random_uuid() ELSE $1 END, $2, {payload}, $3::text::job_status, $4, $5,
-                    now() + make_interval(secs => $6),
-                    now() - make_interval(secs => $7),
-                    CASE WHEN $7 IS NULL THEN NULL ELSE gen_random_uuid() END,
-                    now() - make_interval(secs => $8) + g * interval '1 microsecond',
-                    now() - make_interval(secs => $9),
-                    now() + make_interval(secs => $12)
-             FROM generate_series(1, $10::bigint) AS g
-             ORDER BY g
-             RETURNING id"
+            "WITH jobs AS (
+                 INSERT INTO notification_jobs
+                     (organization_id, channel, payload, status, attempts, max_attempts,
+                      next_attempt_at, created_at, updated_at, expires_at)
+                 SELECT CASE WHEN $11 THEN gen_random_uuid() ELSE $1 END, $2, {payload},
+                        CASE WHEN $3 <> 'processing' THEN $3::text::job_status
+                             WHEN $4 <= 1 THEN 'pending'::job_status
+                             ELSE 'failed'::job_status END,
+                        $4, $5,
+                        now() + make_interval(secs => $6),
+                        now() - make_interval(secs => $8) + g * interval '1 microsecond',
+                        now() - make_interval(secs => $9),
+                        now() + make_interval(secs => $12)
+                 FROM generate_series(1, $10::bigint) AS g
+                 ORDER BY g
+                 RETURNING id, organization_id, next_attempt_at, expires_at, attempts,
+                           max_attempts, created_at
+             ),
+             queued AS (
+                 INSERT INTO job_queue
+                     (id, organization_id, next_attempt_at, expires_at, attempts,
+                      max_attempts, tries, claim_token, claimed_at)
+                 SELECT id, organization_id, next_attempt_at, expires_at, attempts,
+                        max_attempts, attempts,
+                        CASE WHEN $7::float8 IS NULL THEN NULL ELSE gen_random_uuid() END,
+                        now() - make_interval(secs => $7)
+                 FROM jobs
+                 WHERE $3 IN ('pending', 'failed', 'processing')
+             )
+             SELECT id FROM jobs ORDER BY created_at"
         );
         client
             .query(
@@ -163,7 +183,7 @@ impl Job {
                 ],
             )
             .await
-            .unwrap_or_else(|e| panic!("factory insert {self:?}: {e}"))
+            .unwrap_or_else(|e| panic!("factory insert {self:?}: {e:?}"))
             .iter()
             .map(|row| row.get(0))
             .collect()
@@ -175,7 +195,7 @@ impl Job {
 pub async fn steal_claim(client: &Client, id: Uuid) {
     client
         .execute(
-            "UPDATE notification_jobs SET claim_token = gen_random_uuid(), claimed_at = now()
+            "UPDATE job_queue SET claim_token = gen_random_uuid(), claimed_at = now()
              WHERE id = $1",
             &[&id],
         )
@@ -188,8 +208,10 @@ pub async fn steal_claim(client: &Client, id: Uuid) {
 pub async fn make_retries_due(client: &Client) -> u64 {
     client
         .execute(
-            "UPDATE notification_jobs SET next_attempt_at = now()
-             WHERE status = 'failed' AND next_attempt_at > now()",
+            "UPDATE job_queue AS q SET next_attempt_at = now()
+             FROM notification_jobs AS j
+             WHERE j.id = q.id AND j.status = 'failed' AND q.claim_token IS NULL
+               AND q.next_attempt_at > now()",
             &[],
         )
         .await
@@ -200,7 +222,8 @@ pub async fn make_retries_due(client: &Client) -> u64 {
 pub async fn make_due_now(client: &Client, ids: &[Uuid]) -> u64 {
     client
         .execute(
-            "UPDATE notification_jobs SET next_attempt_at = now() WHERE id = ANY($1)",
+            "WITH queued AS (UPDATE job_queue SET next_attempt_at = now() WHERE id = ANY($1))
+             UPDATE notification_jobs SET next_attempt_at = now() WHERE id = ANY($1)",
             &[&ids],
         )
         .await

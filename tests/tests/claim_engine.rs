@@ -54,7 +54,11 @@ async fn eight_concurrent_claimers_claim_every_job_exactly_once() {
         "claimed ids must be exactly the inserted ids"
     );
     assert!(claimers_with_work > 1, "the claimers ran concurrently");
-    let processing: i64 = integration_tests::count(&client, "SELECT count(*) FROM notification_jobs WHERE status = 'processing' AND claim_token IS NOT NULL").await;
+    let processing: i64 = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM job_states WHERE status = 'processing' AND claim_token IS NOT NULL",
+    )
+    .await;
     assert_eq!(processing, 5_000);
 }
 
@@ -116,10 +120,7 @@ async fn completion_with_a_stale_token_is_fenced_but_recorded() {
         let client = &client;
         async move {
             client
-                .query_one(
-                    "SELECT status::text FROM notification_jobs WHERE id = $1",
-                    &[&id],
-                )
+                .query_one("SELECT status::text FROM job_states WHERE id = $1", &[&id])
                 .await
                 .unwrap()
                 .get::<_, String>(0)
@@ -166,7 +167,7 @@ async fn retry_and_dead_decisions_are_applied() {
 
     let row = client
         .query_one(
-            "SELECT status::text, last_error, next_attempt_at FROM notification_jobs WHERE id = $1",
+            "SELECT status::text, last_error, next_attempt_at FROM job_states WHERE id = $1",
             &[&claimed[0].id],
         )
         .await
@@ -177,7 +178,7 @@ async fn retry_and_dead_decisions_are_applied() {
     assert!((at - retry_at).num_milliseconds().abs() < 5);
     let status: String = client
         .query_one(
-            "SELECT status::text FROM notification_jobs WHERE id = $1",
+            "SELECT status::text FROM job_states WHERE id = $1",
             &[&claimed[1].id],
         )
         .await
@@ -376,4 +377,75 @@ async fn the_backlog_age_is_the_oldest_due_jobs_wait() {
         .await;
     let age = store.backlog_age(Some(now)).await.unwrap();
     assert!((89.0..=92.0).contains(&age), "{age}");
+}
+
+/// The claim writes the narrow queue row only (the job's record, with its payload and
+/// indexes, is read, not rewritten); a retry writes the record once; a final outcome writes it
+/// once more and the queue row goes.
+#[tokio::test]
+async fn the_claim_writes_only_the_queue_and_a_finished_job_leaves_it() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    let ids = insert_due_jobs(&client, 2).await;
+    let record_version = |id: Uuid| {
+        let client = &client;
+        async move {
+            let row = client
+                .query_one(
+                    "SELECT xmin::text, (SELECT count(*) FROM job_queue WHERE id = $1)
+                     FROM notification_jobs WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            (row.get::<_, String>(0), row.get::<_, i64>(1))
+        }
+    };
+    let before: Vec<_> = [record_version(ids[0]).await, record_version(ids[1]).await].into();
+    let claimed = store.claim(10, None).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    for (id, was) in ids.iter().zip(&before) {
+        assert_eq!(
+            &record_version(*id).await,
+            was,
+            "a claim leaves the record alone"
+        );
+    }
+    let (sent, retried) = if claimed[0].id == ids[0] {
+        (&claimed[0], &claimed[1])
+    } else {
+        (&claimed[1], &claimed[0])
+    };
+    let retry = Decision::Retry {
+        at: Utc::now() + chrono::Duration::minutes(1),
+    };
+    store
+        .complete(
+            &[completion(sent, Decision::Sent), completion(retried, retry)],
+            None,
+        )
+        .await
+        .unwrap();
+    let (sent_version, sent_queued) = record_version(sent.id).await;
+    assert_ne!(sent_version, before[0].0, "the outcome is recorded");
+    assert_eq!(sent_queued, 0, "a finished job leaves the queue");
+    let (retried_version, retried_queued) = record_version(retried.id).await;
+    assert_ne!(retried_version, before[1].0, "the retry is recorded");
+    assert_eq!(retried_queued, 1, "a retried job stays in the queue");
+    let row = client
+        .query_one(
+            "SELECT status::text, attempts, claim_token IS NULL FROM job_states WHERE id = $1",
+            &[&retried.id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            row.get::<_, String>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, bool>(2)
+        ),
+        ("failed".to_owned(), 1, true)
+    );
 }

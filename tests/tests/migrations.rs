@@ -139,3 +139,157 @@ async fn a_concurrent_index_build_runs_outside_a_transaction_and_an_interrupted_
         .get(0);
     assert!(valid);
 }
+
+/// A job after 0011: recipient, recorded status, status as it stands, and its queue row's
+/// attempts, tries, claim token and whether it has an expiry (None: no queue row).
+type Standing = (
+    String,
+    String,
+    String,
+    Option<i32>,
+    Option<i32>,
+    Option<String>,
+    Option<bool>,
+);
+
+/// 0011 moves the queue out of notification_jobs on a deployed database: every open job gets
+/// its queue row (a claimed one keeps its claim, so its worker's completion still applies),
+/// finished jobs get none, and the claim columns leave the job table, so a worker of the
+/// previous release fails instead of claiming beside a new one.
+#[tokio::test]
+async fn the_queue_leaves_the_job_table_with_every_open_job() {
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    let before: Vec<_> = MIGRATIONS
+        .iter()
+        .copied()
+        .filter(|(name, _)| name.as_bytes() < b"0011".as_slice())
+        .collect();
+    migrate::run_files(&mut client, &before).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO notification_jobs
+                 (organization_id, channel, payload, status, attempts, max_attempts, tries,
+                  next_attempt_at, expires_at, claimed_at, claim_token)
+             VALUES
+               ('00000000-0000-4000-8000-000000000001', 'sms', '{\"to\": \"+15555550101\"}',
+                'pending', 0, 5, 0, now() - interval '1 minute', now() + interval '1 day',
+                NULL, NULL),
+               ('00000000-0000-4000-8000-000000000001', 'sms', '{\"to\": \"+15555550102\"}',
+                'failed', 2, 5, 3, now() + interval '1 minute', NULL, NULL, NULL),
+               ('00000000-0000-4000-8000-000000000001', 'sms', '{\"to\": \"+15555550103\"}',
+                'processing', 1, 5, 1, now(), NULL, now() - interval '5 seconds',
+                '00000000-0000-4000-8000-00000000c1a1'),
+               ('00000000-0000-4000-8000-000000000001', 'sms', '{\"to\": \"+15555550104\"}',
+                'processing', 3, 5, 3, now(), NULL, now() - interval '5 seconds',
+                '00000000-0000-4000-8000-00000000c1a2'),
+               ('00000000-0000-4000-8000-000000000001', 'sms', '{\"to\": \"+15555550105\"}',
+                'sent', 1, 5, 1, now(), NULL, now(), '00000000-0000-4000-8000-00000000c1a3'),
+               ('00000000-0000-4000-8000-000000000001', 'sms', '{\"to\": \"+15555550106\"}',
+                'dead', 5, 5, 5, now(), NULL, NULL, NULL)",
+        )
+        .await
+        .unwrap();
+    let report = migrate::run(&mut client).await.unwrap();
+    assert!(
+        report.applied.iter().any(|n| n.starts_with("0011_")),
+        "{report:?}"
+    );
+
+    let rows = client
+        .query(
+            "SELECT j.payload ->> 'to', j.status::text, s.status::text,
+                    q.attempts, q.tries, q.claim_token::text,
+                    CASE WHEN q.id IS NOT NULL THEN q.expires_at IS NOT NULL END
+             FROM notification_jobs AS j
+             JOIN job_states AS s ON s.id = j.id
+             LEFT JOIN job_queue AS q ON q.id = j.id
+             ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<Standing> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+                r.get(4),
+                r.get(5),
+                r.get(6),
+            )
+        })
+        .collect();
+    let claim = |n: &str| Some(format!("00000000-0000-4000-8000-00000000c1a{n}"));
+    let expected = vec![
+        (
+            "+15555550101".into(),
+            "pending".into(),
+            "pending".into(),
+            Some(0),
+            Some(0),
+            None,
+            Some(true),
+        ),
+        (
+            "+15555550102".into(),
+            "failed".into(),
+            "failed".into(),
+            Some(2),
+            Some(3),
+            None,
+            Some(false),
+        ),
+        // claimed: the record says what it said before the claim; the claim is in the queue
+        (
+            "+15555550103".into(),
+            "pending".into(),
+            "processing".into(),
+            Some(1),
+            Some(1),
+            claim("1"),
+            Some(false),
+        ),
+        (
+            "+15555550104".into(),
+            "failed".into(),
+            "processing".into(),
+            Some(3),
+            Some(3),
+            claim("2"),
+            Some(false),
+        ),
+        (
+            "+15555550105".into(),
+            "sent".into(),
+            "sent".into(),
+            None,
+            None,
+            None,
+            None,
+        ),
+        (
+            "+15555550106".into(),
+            "dead".into(),
+            "dead".into(),
+            None,
+            None,
+            None,
+            None,
+        ),
+    ];
+    assert_eq!(got, expected);
+
+    // the previous release's claim no longer runs: it fails, it does not claim
+    let old_claim = client
+        .execute(
+            "UPDATE notification_jobs SET status = 'processing', claim_token = gen_random_uuid()
+             WHERE status = 'pending'",
+            &[],
+        )
+        .await;
+    assert!(old_claim.is_err(), "the old claim must fail after 0011");
+}

@@ -214,7 +214,7 @@ async fn concurrent_cancel_and_claim_never_both_win() {
         .query_one(
             "SELECT count(*) FILTER (WHERE status = 'cancelled'),
                     count(*) FILTER (WHERE status = 'processing')
-             FROM notification_jobs",
+             FROM job_states",
             &[],
         )
         .await

@@ -33,10 +33,15 @@ async fn clear_of_minute_end(client: &Client) {
 async fn add_jobs(client: &Client, org: Uuid, n: i64, age_secs: f64) {
     client
         .execute(
-            "INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
-             SELECT $1, 'sms', jsonb_build_object('to', '+15555550100', 'message', 'm'),
-                    now() - make_interval(secs => $3) + g * interval '1 microsecond'
-             FROM generate_series(1, $2::bigint) AS g",
+            "WITH jobs AS (
+                 INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
+                 SELECT $1, 'sms', jsonb_build_object('to', '+15555550100', 'message', 'm'),
+                        now() - make_interval(secs => $3) + g * interval '1 microsecond'
+                 FROM generate_series(1, $2::bigint) AS g
+                 RETURNING id, organization_id, next_attempt_at, max_attempts
+             )
+             INSERT INTO job_queue (id, organization_id, next_attempt_at, max_attempts)
+             SELECT id, organization_id, next_attempt_at, max_attempts FROM jobs",
             &[&org, &n, &age_secs],
         )
         .await
@@ -56,7 +61,7 @@ async fn claimed_by_org(client: &Client) -> HashMap<Uuid, (i64, i64)> {
             "SELECT j.organization_id, count(*),
                     (SELECT count(*) FROM organization_claim_counts c
                      WHERE c.organization_id = j.organization_id)
-             FROM notification_jobs j WHERE status = 'processing' GROUP BY 1",
+             FROM job_states j WHERE status = 'processing' GROUP BY 1",
             &[],
         )
         .await
@@ -325,7 +330,7 @@ async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
     assert!(counted.iter().all(|(_, n)| *n == 6), "{counted:?}");
     let due: i64 = integration_tests::count(
         &client,
-        "SELECT count(*) FROM notification_jobs WHERE status IN ('pending', 'failed')",
+        "SELECT count(*) FROM job_states WHERE status IN ('pending', 'failed')",
     )
     .await;
     assert_eq!(due, 31 - 12, "the rest waits for the next minute");
@@ -336,8 +341,8 @@ async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
 async fn rows_locked_by_others(client: &Client) -> i64 {
     client
         .query_one(
-            "SELECT (SELECT count(*) FROM notification_jobs)
-                  - (SELECT count(*) FROM (SELECT 1 FROM notification_jobs
+            "SELECT (SELECT count(*) FROM job_queue)
+                  - (SELECT count(*) FROM (SELECT 1 FROM job_queue
                                            FOR UPDATE SKIP LOCKED) AS free)",
             &[],
         )
@@ -355,7 +360,7 @@ async fn the_fair_claim_locks_only_the_rows_it_claims() {
         add_jobs(&client, *org, 200, 60.0).await;
     }
     client
-        .batch_execute("ANALYZE notification_jobs")
+        .batch_execute("ANALYZE notification_jobs, job_queue")
         .await
         .unwrap();
 

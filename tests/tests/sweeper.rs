@@ -14,7 +14,7 @@ fn sent(job: &ClaimedJob, message_id: &str) -> Completion {
 async fn status_of(client: &tokio_postgres::Client, id: Uuid) -> (String, i32) {
     let row = client
         .query_one(
-            "SELECT status::text, attempts FROM notification_jobs WHERE id = $1",
+            "SELECT status::text, attempts FROM job_states WHERE id = $1",
             &[&id],
         )
         .await
@@ -65,7 +65,7 @@ async fn only_jobs_past_the_window_are_swept() {
     let row = client
         .query_one(
             "SELECT claim_token IS NULL, next_attempt_at <= now(), last_error
-             FROM notification_jobs WHERE id = $1",
+             FROM job_states WHERE id = $1",
             &[&past],
         )
         .await
@@ -135,7 +135,7 @@ async fn two_sweepers_at_once_sweep_each_job_exactly_once() {
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1_000, 1_000));
     let left: i64 = integration_tests::count(
         &client,
-        "SELECT count(*) FROM notification_jobs WHERE status = 'processing'",
+        "SELECT count(*) FROM job_states WHERE status = 'processing'",
     )
     .await;
     assert_eq!(left, 0);

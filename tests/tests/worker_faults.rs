@@ -95,7 +95,7 @@ async fn job(client: &Client, id: Uuid) -> JobRow {
     let row = client
         .query_one(
             "SELECT status::text, attempts, next_attempt_at, claim_token, last_error
-             FROM notification_jobs WHERE id = $1",
+             FROM job_states WHERE id = $1",
             &[&id],
         )
         .await
@@ -425,7 +425,7 @@ async fn no_batch_starts_that_could_outlive_the_deadline() {
     assert_eq!(summary.sent, summary.claimed);
     let processing: i64 = integration_tests::count(
         &client,
-        "SELECT count(*) FROM notification_jobs WHERE status = 'processing'",
+        "SELECT count(*) FROM job_states WHERE status = 'processing'",
     )
     .await;
     assert_eq!(processing, 0, "every claimed job was completed");

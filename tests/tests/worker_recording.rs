@@ -67,7 +67,7 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
     );
     let slow_status: String = client
         .query_one(
-            "SELECT status::text FROM notification_jobs WHERE id = $1",
+            "SELECT status::text FROM job_states WHERE id = $1",
             &[&ids[0]],
         )
         .await

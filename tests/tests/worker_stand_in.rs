@@ -261,7 +261,7 @@ async fn an_invalid_phone_number_is_dead_with_the_providers_code() {
         async move {
             client
                 .query_one(
-                    "SELECT status::text, attempts FROM notification_jobs WHERE id = $1",
+                    "SELECT status::text, attempts FROM job_states WHERE id = $1",
                     &[&id],
                 )
                 .await

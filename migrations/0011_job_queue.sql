@@ -1,0 +1,94 @@
+-- The queue leaves the job table (issue 17): a narrow `job_queue` row per open job holds
+-- what claiming, fencing and sweeping need, and nothing else.
+--  * The claim updates this row only (about 80 bytes, two index entries), not the wide job
+--    row with its payload and four indexes; a finished job's queue row is deleted.
+--  * Claims and sweeps read a table that holds only open jobs, so they cost the same with
+--    30 days of history beside them as with none.
+--  * notification_jobs is the record of each request and where it stands at rest: written
+--    by ingest, then by each completion (a retry: `failed`; the end: `sent`, `dead`, ...).
+--    While a job is claimed, `processing` comes from its queue row (claim_token set).
+-- An open job (pending or failed) has exactly one queue row; a finished one has none.
+CREATE TABLE job_queue (
+    id              uuid PRIMARY KEY,
+    organization_id uuid NOT NULL,
+    next_attempt_at timestamptz NOT NULL,
+    expires_at      timestamptz,
+    -- incremented by the claim, so a job that crashes its worker still uses up its budget
+    attempts        int NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    max_attempts    int NOT NULL CHECK (max_attempts >= 1),
+    -- numbers the delivery rows (one per provider call, refunded attempts included)
+    tries           int NOT NULL DEFAULT 0 CHECK (tries >= 0),
+    -- fresh on every claim; every completion is conditioned on it (fencing)
+    claim_token     uuid,
+    claimed_at      timestamptz,
+    CHECK ((claim_token IS NULL) = (claimed_at IS NULL))
+) WITH (
+    -- updated twice per attempt and deleted at the end: room for the new versions, and an
+    -- autovacuum that keeps up with a table whose live part is small
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_insert_scale_factor = 0.05,
+    autovacuum_analyze_scale_factor = 0.02,
+    autovacuum_vacuum_cost_delay = 0
+);
+
+-- claim.sql: the due jobs, oldest first
+CREATE INDEX job_queue_due ON job_queue (next_attempt_at) WHERE claim_token IS NULL;
+-- claim_fair.sql: each organization's due jobs (and the organizations that have some)
+CREATE INDEX job_queue_due_by_org ON job_queue (organization_id, next_attempt_at)
+    WHERE claim_token IS NULL;
+-- sweep.sql: claims held too long
+CREATE INDEX job_queue_claimed ON job_queue (claimed_at) WHERE claim_token IS NOT NULL;
+-- expire.sql: unclaimed jobs past their expiry
+CREATE INDEX job_queue_expiring ON job_queue (expires_at)
+    WHERE claim_token IS NULL AND expires_at IS NOT NULL;
+
+-- The open jobs move in this transaction. The old statements stop working at once (the
+-- claim columns are gone), so a worker or sweeper of the previous release still running
+-- fails its invocation instead of claiming a job a new worker also claims.
+LOCK TABLE notification_jobs IN SHARE ROW EXCLUSIVE MODE;
+
+INSERT INTO job_queue (id, organization_id, next_attempt_at, expires_at, attempts,
+                       max_attempts, tries, claim_token, claimed_at)
+SELECT id, organization_id, next_attempt_at, expires_at, attempts, max_attempts, tries,
+       CASE WHEN status = 'processing' THEN coalesce(claim_token, gen_random_uuid()) END,
+       CASE WHEN status = 'processing' THEN coalesce(claimed_at, updated_at) END
+FROM notification_jobs
+WHERE status IN ('pending', 'failed', 'processing');
+
+-- At rest a claimed job is what it was before its claim: pending until its first attempt.
+UPDATE notification_jobs
+SET status = CASE WHEN attempts <= 1 THEN 'pending'::job_status ELSE 'failed'::job_status END
+WHERE status = 'processing';
+
+DROP INDEX notification_jobs_claimable;
+DROP INDEX notification_jobs_claimable_by_org;
+DROP INDEX notification_jobs_processing;
+ALTER TABLE notification_jobs DROP COLUMN claim_token, DROP COLUMN claimed_at;
+
+-- Where each job stands, as the API reports it: its record, with `processing`, the attempts
+-- and the due time of a claimed or waiting job taken from its queue row. get_job.sql,
+-- job_status.sql and list_jobs.sql read it; so can an operator in psql.
+-- `recorded_status` is the record's own column, for predicates an index should serve.
+CREATE VIEW job_states AS
+SELECT j.id,
+       j.organization_id,
+       j.channel,
+       j.payload,
+       CASE WHEN q.claim_token IS NOT NULL THEN 'processing'::job_status ELSE j.status END
+           AS status,
+       j.status AS recorded_status,
+       coalesce(q.attempts, j.attempts) AS attempts,
+       coalesce(q.max_attempts, j.max_attempts) AS max_attempts,
+       coalesce(q.tries, j.tries) AS tries,
+       coalesce(q.next_attempt_at, j.next_attempt_at) AS next_attempt_at,
+       j.expires_at,
+       j.created_at,
+       GREATEST(j.updated_at, q.claimed_at) AS updated_at,
+       q.claim_token,
+       q.claimed_at,
+       j.last_error,
+       j.idempotency_key,
+       j.trace_header
+FROM notification_jobs AS j
+LEFT JOIN job_queue AS q ON q.id = j.id;
