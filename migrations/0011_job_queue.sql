@@ -92,3 +92,27 @@ SELECT j.id,
        j.trace_header
 FROM notification_jobs AS j
 LEFT JOIN job_queue AS q ON q.id = j.id;
+
+-- While a deploy rolls out, the previous release's ingest may still insert jobs the old way
+-- (notification_jobs only). This trigger queues any accepted job that has no queue row at
+-- the end of its statement; today's insert_jobs.sql writes the queue row itself, so here it
+-- finds nothing to do (one index probe per job). A later migration drops it once no release
+-- older than 0011 can be running.
+CREATE FUNCTION job_queue_adopt() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_queue (id, organization_id, next_attempt_at, expires_at, attempts,
+                           max_attempts, tries)
+    SELECT n.id, n.organization_id, n.next_attempt_at, n.expires_at, n.attempts,
+           n.max_attempts, n.tries
+    FROM accepted AS n
+    WHERE n.status IN ('pending', 'failed')
+    ON CONFLICT (id) DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER job_queue_adopt
+    AFTER INSERT ON notification_jobs
+    REFERENCING NEW TABLE AS accepted
+    FOR EACH STATEMENT EXECUTE FUNCTION job_queue_adopt();

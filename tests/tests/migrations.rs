@@ -283,6 +283,37 @@ async fn the_queue_leaves_the_job_table_with_every_open_job() {
     ];
     assert_eq!(got, expected);
 
+    // the previous release's ingest still works while the deploy rolls out: its job (no
+    // queue row written) is queued by the adopting trigger, and the new claim takes it
+    let adopted: uuid::Uuid = client
+        .query_one(
+            "INSERT INTO notification_jobs
+                 (id, organization_id, channel, payload, max_attempts, next_attempt_at,
+                  idempotency_key, request_hash, expires_at, trace_header)
+             VALUES (gen_random_uuid(), '00000000-0000-4000-8000-000000000001', 'sms',
+                     '{\"to\": \"+15555550107\"}', 5, now() - interval '2 minutes',
+                     NULL, NULL, NULL, NULL)
+             RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let store = shared::store::PgStore::new(db.config.clone());
+    let claimed = shared::store::JobStore::claim(&store, 10, None)
+        .await
+        .unwrap();
+    let ids: Vec<uuid::Uuid> = claimed.iter().map(|j| j.id).collect();
+    assert!(
+        ids.contains(&adopted),
+        "an old-release job is claimed: {ids:?}"
+    );
+    assert_eq!(
+        claimed.len(),
+        2,
+        "the adopted job and the due pending one: {ids:?}"
+    );
+
     // the previous release's claim no longer runs: it fails, it does not claim
     let old_claim = client
         .execute(
