@@ -8,7 +8,7 @@
 #   E   B with the claim kept out of indexed columns (HOT)
 # See bench/storage/README.md. Usage:
 #
-#   bench/storage/run.sh                  default sizes (about 13 minutes on 2 cores)
+#   bench/storage/run.sh                  default sizes (about 15 minutes on 2 cores)
 #   bench/storage/run.sh --quick          a smoke run (about 2 minutes)
 #   bench/storage/run.sh --jobs 200000 --history 10000000 --retention-jobs 1000000
 #   bench/storage/run.sh --help           every flag
