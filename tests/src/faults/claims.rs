@@ -1,15 +1,17 @@
 //! Invariant 1, checked from both ends: the database logs every claim (a trigger the suite
-//! installs: job, attempt, token, the claiming session's `application_name` — the process —
-//! and the time), the runtime emulator's [`Ledger`](super::runtime::Ledger) says when each process ran each
-//! invocation, and a claim is *twice* when it was made while an earlier claim of the same
-//! job was still held: its holder's invocation still running and not yet done with the job.
+//! installs on the queue, job_queue: job, attempt, token, the claiming session's
+//! `application_name` — the process — and the time), the runtime emulator's
+//! [`Ledger`](super::runtime::Ledger) says when each process ran each invocation, and a claim
+//! is *twice* when it was made while an earlier claim of the same job was still held: its
+//! holder's invocation still running and not yet done with the job.
 //!
-//! A hold starts at the claim and lasts until the holder is done with the job itself (its
-//! session moves the row out of `processing` under its token: completed, or given back) or
-//! its invocation ends (answered, or its process killed), whichever comes first. A sweep does not end it: the swept worker
-//! may still be delivering, which is exactly the double hold a sweep window shorter than the
-//! worker's timeout would cause. Whatever state the row was in when claimed again counts
-//! for nothing.
+//! A claim is a queue row getting a new claim token (an UPDATE, or a row inserted claimed). A
+//! hold starts at the claim and lasts until the holder is done with the job itself (its
+//! session clears the token or deletes the queue row under its token: completed, or given
+//! back) or its invocation ends (answered, or its process killed), whichever comes first. A
+//! sweep does not end it: the swept worker may still be delivering, which is exactly the
+//! double hold a sweep window shorter than the worker's timeout would cause. Whatever state
+//! the job was in when claimed again counts for nothing.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,8 +22,9 @@ use uuid::Uuid;
 
 use super::runtime::{Ending, Span};
 
-/// The delivery rows' attempt number for the job row `rec` (`NEW` or `OLD`): `tries` where
-/// the schema has it (attempts given back are not retried numbers), else `attempts`.
+/// The delivery rows' attempt number for the job row `rec` (a row of notification_jobs or of
+/// [`super::db::STANDS`]): `tries` where the schema has it (attempts given back are not
+/// retried numbers), else `attempts`.
 pub async fn try_column(client: &Client, rec: &str) -> String {
     let has_tries = client
         .query_opt(
@@ -41,7 +44,6 @@ pub async fn try_column(client: &Client, rec: &str) -> String {
 
 /// Installs the claim log on a scenario's database (before any worker runs).
 pub async fn install(client: &Client) {
-    let attempt = try_column(client, "NEW").await;
     client
         .batch_execute(&format!(
             "CREATE TABLE faults_claims (
@@ -55,38 +57,53 @@ pub async fn install(client: &Client) {
                  ended_at timestamptz,
                  ended_by text,
                  ended_how text);
-             CREATE FUNCTION faults_log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN
-                 -- the first change that ends a claim: the row leaves processing under its
-                 -- token (completed, given back, swept) or gets another token; by whom
-                 IF OLD.status = 'processing' AND OLD.claim_token IS NOT NULL
-                    AND (NEW.status <> 'processing'
-                         OR NEW.claim_token IS DISTINCT FROM OLD.claim_token) THEN
-                     UPDATE faults_claims
-                     SET ended_at = clock_timestamp(),
-                         ended_by = current_setting('application_name'),
-                         ended_how = NEW.status::text
-                                     || CASE WHEN NEW.claim_token IS DISTINCT FROM OLD.claim_token
-                                             THEN ', token changed' ELSE '' END
-                     WHERE token = OLD.claim_token AND ended_at IS NULL;
-                 END IF;
-                 -- a claim, whatever the row was before
-                 IF NEW.status = 'processing' AND NEW.claim_token IS NOT NULL
-                    AND NEW.claim_token IS DISTINCT FROM OLD.claim_token THEN
-                     INSERT INTO faults_claims
-                         (token, job_id, attempt, holder, backend_pid, old_status, claimed_at)
-                     VALUES (NEW.claim_token, NEW.id, {attempt},
-                             current_setting('application_name'), pg_backend_pid(),
-                             OLD.status::text, clock_timestamp());
-                 END IF;
-                 RETURN NEW;
-             END $$;
-             CREATE TRIGGER faults_claims AFTER UPDATE ON notification_jobs
+             {LOG_CLAIM}
+             CREATE TRIGGER faults_claims AFTER INSERT OR UPDATE OR DELETE ON job_queue
                  FOR EACH ROW EXECUTE FUNCTION faults_log_claim();"
         ))
         .await
         .expect("install the claim log");
 }
+
+/// The trigger function on job_queue. An AFTER ROW trigger runs once its statement is done,
+/// so the job's record (notification_jobs) it reads is as that statement left it.
+const LOG_CLAIM: &str = "
+    CREATE FUNCTION faults_log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        record_status text;
+        new_token uuid;
+    BEGIN
+        SELECT j.status::text INTO record_status FROM notification_jobs AS j
+        WHERE j.id = CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END;
+        record_status := coalesce(record_status, 'no record');
+        new_token := CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.claim_token END;
+        -- the first change that ends a claim: the queue row loses its token (completed,
+        -- given back, swept), gets another one, or goes (finished, buried); by whom
+        IF TG_OP <> 'INSERT' AND OLD.claim_token IS NOT NULL
+           AND new_token IS DISTINCT FROM OLD.claim_token THEN
+            UPDATE faults_claims
+            SET ended_at = clock_timestamp(),
+                ended_by = current_setting('application_name'),
+                ended_how = record_status
+                            || CASE WHEN TG_OP = 'DELETE' THEN ', left the queue'
+                                    WHEN new_token IS NULL THEN ', claim cleared'
+                                    ELSE ', token changed' END
+            WHERE token = OLD.claim_token AND ended_at IS NULL;
+        END IF;
+        -- a claim, whatever the job was before: a new token on its queue row
+        IF new_token IS NOT NULL
+           AND (TG_OP = 'INSERT' OR new_token IS DISTINCT FROM OLD.claim_token) THEN
+            INSERT INTO faults_claims
+                (token, job_id, attempt, holder, backend_pid, old_status, claimed_at)
+            VALUES (new_token, NEW.id, GREATEST(NEW.tries, NEW.attempts),
+                    current_setting('application_name'), pg_backend_pid(),
+                    CASE WHEN TG_OP = 'INSERT' THEN 'queued claimed'
+                         WHEN OLD.claim_token IS NOT NULL THEN 'processing'
+                         ELSE record_status END,
+                    clock_timestamp());
+        END IF;
+        RETURN NULL;
+    END $$;";
 
 /// One claim, as the trigger logged it.
 #[derive(Debug, Clone)]
@@ -95,11 +112,13 @@ pub struct Claim {
     pub attempt: i32,
     /// The claiming process (its session's `application_name`).
     pub holder: String,
-    /// The row's status when it was claimed.
+    /// The job's status when it was claimed: `processing` when its queue row held another
+    /// claim, else its record's (pending or failed).
     pub found: String,
     pub at: DateTime<Utc>,
-    /// When and by which session the claim ended on the row, if it did: the holder's own
-    /// (completed or given back) ends the hold; another's (a sweep) does not.
+    /// When and by which session the claim ended on the queue row (token cleared or
+    /// replaced, row deleted), if it did: the holder's own (completed or given back) ends the
+    /// hold; another's (a sweep) does not.
     pub ended: Option<(DateTime<Utc>, String)>,
 }
 

@@ -1,15 +1,28 @@
-//! What the job table says at the end of a scenario.
+//! What the job tables say at the end of a scenario. A job's record is in notification_jobs
+//! (its status at rest: pending, failed after a retry, or final); an open job (pending or
+//! failed) also has one row in job_queue, whose claim token says a worker holds it and whose
+//! attempts, tries and due time are the live ones. A finished job has no queue row.
 
 use std::collections::HashMap;
 
 use tokio_postgres::Client;
 use uuid::Uuid;
 
-/// Job counts by status.
+/// Each job as it stands, to select from (`FROM ({STANDS}) j`): the view job_states
+/// (migration 0011: the record, with the live attempts, tries, budget and due time of an open
+/// job from its queue row, `processing` while that row holds a claim), its status as text,
+/// and whether it has a queue row (`queued`) at all.
+pub const STANDS: &str = "
+    SELECT s.id, s.organization_id, s.channel, s.payload, s.status::text AS status,
+           s.attempts, s.max_attempts, s.tries, s.next_attempt_at, s.updated_at,
+           EXISTS (SELECT 1 FROM job_queue AS q WHERE q.id = s.id) AS queued
+    FROM job_states AS s";
+
+/// Job counts by status, as each job stands (`processing` from its claim).
 pub async fn statuses(client: &Client) -> HashMap<String, u64> {
     client
         .query(
-            "SELECT status::text, count(*) FROM notification_jobs GROUP BY 1",
+            &format!("SELECT status, count(*) FROM ({STANDS}) j GROUP BY 1"),
             &[],
         )
         .await
@@ -24,13 +37,52 @@ pub async fn jobs(client: &Client) -> u64 {
     crate::count(client, "SELECT count(*) FROM notification_jobs").await as u64
 }
 
+/// The queue: its rows (the open jobs) and those a worker holds (claim token set).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Queue {
+    pub open: u64,
+    pub claimed: u64,
+}
+
+/// What job_queue holds now.
+pub async fn queue(client: &Client) -> Queue {
+    let row = client
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE claim_token IS NOT NULL) FROM job_queue",
+            &[],
+        )
+        .await
+        .expect("count the queue");
+    Queue {
+        open: row.get::<_, i64>(0) as u64,
+        claimed: row.get::<_, i64>(1) as u64,
+    }
+}
+
+/// Jobs whose record and queue disagree: an open record (pending or failed) without its
+/// queue row (never claimed again: lost), or a queue row whose record is final or missing.
+pub async fn queue_mismatches(client: &Client) -> u64 {
+    crate::count(
+        client,
+        "SELECT (SELECT count(*) FROM notification_jobs j
+                 WHERE j.status IN ('pending', 'failed')
+                   AND NOT EXISTS (SELECT 1 FROM job_queue q WHERE q.id = j.id))
+              + (SELECT count(*) FROM job_queue q
+                 WHERE NOT EXISTS (SELECT 1 FROM notification_jobs j
+                                   WHERE j.id = q.id AND j.status IN ('pending', 'failed')))",
+    )
+    .await as u64
+}
+
 /// Accepted ids that are missing or not final (`sent`/`dead`).
 pub async fn lost(client: &Client, accepted: &[Uuid]) -> u64 {
     let row = client
         .query_one(
-            "SELECT count(*) FROM unnest($1::uuid[]) AS a(id)
-             LEFT JOIN notification_jobs j ON j.id = a.id
-             WHERE j.id IS NULL OR j.status NOT IN ('sent', 'dead')",
+            &format!(
+                "SELECT count(*) FROM unnest($1::uuid[]) AS a(id)
+                 LEFT JOIN ({STANDS}) j ON j.id = a.id
+                 WHERE j.id IS NULL OR j.status NOT IN ('sent', 'dead')"
+            ),
             &[&accepted],
         )
         .await
@@ -51,13 +103,14 @@ pub async fn missing_rows(client: &Client, accepted: &[Uuid]) -> u64 {
     row.get::<_, i64>(0) as u64
 }
 
-/// Jobs whose attempts are not each recorded by exactly one delivery row.
+/// Jobs whose attempts (live ones for an open job) are not each recorded by exactly one
+/// delivery row.
 pub async fn attempts_without_rows(client: &Client) -> u64 {
     let attempts = super::claims::try_column(client, "j").await;
     crate::count(
         client,
         &format!(
-            "SELECT count(*) FROM notification_jobs j
+            "SELECT count(*) FROM ({STANDS}) j
              WHERE {attempts} <> (SELECT count(*) FROM notification_deliveries d
                                   WHERE d.job_id = j.id)"
         ),

@@ -15,12 +15,12 @@ use super::suite::{STUCK_AFTER_SECS, WORKER_TIMEOUT};
 use super::{db, sends, Row};
 use crate::stand_in::Recipients;
 
-/// Seconds since the oldest claim still in `processing` (0 when none).
+/// Seconds since the oldest claim still held on the queue (0 when none).
 async fn oldest_claim_age(client: &Client) -> f64 {
     client
         .query_one(
             "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(claimed_at))::float8, 0)
-             FROM notification_jobs WHERE status = 'processing'",
+             FROM job_queue WHERE claim_token IS NOT NULL",
             &[],
         )
         .await
@@ -29,8 +29,9 @@ async fn oldest_claim_age(client: &Client) -> f64 {
 }
 
 /// Runs sweeps (once the window has passed) and healthy worker runs, one after the other,
-/// until no job is open; bounded in rounds and time. Retries are made due at once (the
-/// factory moves `next_attempt_at` back) instead of waiting their backoff out.
+/// until no job is open (the queue is empty); bounded in rounds and time. Retries are made
+/// due at once (the factory moves `next_attempt_at` back) instead of waiting their backoff
+/// out.
 pub async fn drain(client: &Client, worker: &Function, sweeper: &Function, row: &mut Row) {
     let started = Instant::now();
     let mut moved = 0;
@@ -39,13 +40,12 @@ pub async fn drain(client: &Client, worker: &Function, sweeper: &Function, row: 
             row.check(false, "drain finished within 180 s");
             break;
         }
-        let st = db::statuses(client).await;
-        let count = |s: &str| st.get(s).copied().unwrap_or(0);
-        if count("pending") + count("failed") + count("processing") == 0 {
+        let queue = db::queue(client).await;
+        if queue.open == 0 {
             break;
         }
         moved += crate::factory::make_retries_due(client).await;
-        if count("processing") > 0 {
+        if queue.claimed > 0 {
             // wait until the oldest claim is past the sweep window, then sweep
             let age = oldest_claim_age(client).await;
             let wait = (STUCK_AFTER_SECS as f64 + 0.5 - age).clamp(0.0, 10.0);
@@ -110,6 +110,15 @@ pub async fn settle(
     row.dead = Some(st.get("dead").copied().unwrap_or(0));
     row.lost = db::lost(client, accepted).await;
     row.check(row.lost == 0, format!("lost jobs: {}", row.lost));
+    let mismatched = db::queue_mismatches(client).await;
+    let left = db::queue(client).await.open;
+    row.check(
+        mismatched == 0 && left == 0,
+        format!(
+            "the queue holds exactly the open jobs: {mismatched} records and queue rows that \
+             disagree; queue rows left: {left}"
+        ),
+    );
     let verdict = check_claims(client, ledger, row).await;
     check_sends(client, row, recipients).await;
     let without = db::attempts_without_rows(client).await;
@@ -128,20 +137,19 @@ pub async fn check_claims(client: &Client, ledger: &Ledger, row: &mut Row) -> Ve
     // attempts given back make fewer attempts than claims, never more
     let attempts = crate::count(
         client,
-        "SELECT COALESCE(sum(attempts), 0)::bigint FROM notification_jobs",
+        &format!(
+            "SELECT COALESCE(sum(attempts), 0)::bigint FROM ({}) j",
+            db::STANDS
+        ),
     )
     .await as u64;
-    let unlogged = crate::count(
-        client,
-        "SELECT count(*) FROM notification_jobs j WHERE j.claim_token IS NOT NULL
-         AND NOT EXISTS (SELECT 1 FROM faults_claims c WHERE c.token = j.claim_token)",
-    )
-    .await;
+    let (unlogged, unclaimed) = unlogged_claims(client).await;
     row.check(
-        verdict.claims >= attempts && attempts > 0 && unlogged == 0,
+        verdict.claims >= attempts && attempts > 0 && unlogged == 0 && unclaimed == 0,
         format!(
             "the claim log saw every claim: {} claims for {attempts} attempts; claim tokens \
-             in the table it never saw: {unlogged}",
+             in the queue it never saw: {unlogged}; delivery rows of attempts it saw no claim \
+             for: {unclaimed}",
             verdict.claims
         ),
     );
@@ -164,6 +172,27 @@ pub async fn check_claims(client: &Client, ledger: &Ledger, row: &mut Row) -> Ve
         row.note(format!("  {what}"));
     }
     verdict
+}
+
+/// What the claim log missed: claim tokens held on the queue now that it never logged, and
+/// delivery rows (one per attempt a claim started; `expired` ones excepted, which no claim
+/// makes) with no logged claim of that job and attempt number. A finished job's queue row
+/// and its last token are gone, so the delivery rows are what witnesses its claims.
+async fn unlogged_claims(client: &Client) -> (i64, i64) {
+    let tokens = crate::count(
+        client,
+        "SELECT count(*) FROM job_queue q WHERE q.claim_token IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM faults_claims c WHERE c.token = q.claim_token)",
+    )
+    .await;
+    let attempts = crate::count(
+        client,
+        "SELECT count(*) FROM notification_deliveries d WHERE d.outcome <> 'expired'
+         AND NOT EXISTS (SELECT 1 FROM faults_claims c
+                         WHERE c.job_id = d.job_id AND c.attempt = d.attempt)",
+    )
+    .await;
+    (tokens, attempts)
 }
 
 /// What the provider received, held against the attempts (see [`sends`]).

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::Scenario;
 use crate::faults::api::invoke_scheduled;
+use crate::faults::db::STANDS;
 use crate::faults::endgame::{run_once_recovered, settle_all_delivered};
 use crate::faults::process::Function;
 use crate::faults::{claims, Row, Suite};
@@ -80,15 +81,15 @@ async fn run(s: &mut Suite) -> Row {
     row
 }
 
-/// After each round: every email job waiting with no attempt spent and `round` held rows
-/// carrying SES's code; every SMS job sent.
+/// After each round: every email job waiting in the queue, unclaimed, with no attempt spent
+/// and `round` held rows carrying SES's code; every SMS job sent. Jobs as they stand.
 async fn check_round(client: &tokio_postgres::Client, round: i64, row: &mut Row) {
     let bad_email = crate::count(
         client,
         &format!(
-            "SELECT count(*) FROM notification_jobs j
+            "SELECT count(*) FROM ({STANDS}) j
              WHERE j.channel = 'email'
-               AND NOT (j.status = 'failed' AND j.attempts = 0
+               AND NOT (j.status = 'failed' AND j.queued AND j.attempts = 0
                         AND (SELECT count(*) FROM notification_deliveries d
                              WHERE d.job_id = j.id AND d.outcome = 'held'
                                AND d.error_code = 'AccountSuspendedException') = {round})"
@@ -104,7 +105,7 @@ async fn check_round(client: &tokio_postgres::Client, round: i64, row: &mut Row)
     );
     let unsent_sms = crate::count(
         client,
-        "SELECT count(*) FROM notification_jobs WHERE channel = 'sms' AND status <> 'sent'",
+        &format!("SELECT count(*) FROM ({STANDS}) j WHERE channel = 'sms' AND status <> 'sent'"),
     )
     .await;
     row.check(
@@ -118,9 +119,9 @@ async fn check_histories(client: &tokio_postgres::Client, accepted: &[Uuid], row
     let wrong = crate::count(
         client,
         &format!(
-            "SELECT count(*) FROM notification_jobs j
+            "SELECT count(*) FROM ({STANDS}) j
              WHERE j.channel = 'email'
-               AND NOT (j.status = 'sent' AND j.attempts = 1
+               AND NOT (j.status = 'sent' AND NOT j.queued AND j.attempts = 1
                         AND (SELECT array_agg(d.outcome ORDER BY d.attempt)
                              FROM notification_deliveries d WHERE d.job_id = j.id)
                             = array_fill('held'::text, ARRAY[{ROUNDS}::int]) || 'sent'::text)"

@@ -77,7 +77,11 @@ async fn run(s: &mut Suite) -> Row {
     let panics = s.launcher.all_logs().matches("panicked").count();
     row.check(panics == 0, format!("panics in the logs: {panics}"));
     let rows = db::jobs(&client).await;
-    row.check(rows == 0, format!("rows written: {rows}"));
+    let queued = db::queue(&client).await.open;
+    row.check(
+        rows == 0 && queued == 0,
+        format!("rows written: {rows}; queue rows: {queued}"),
+    );
     ingest.kill_all().await;
     row
 }

@@ -1,5 +1,5 @@
 //! Load: ingest requests at concurrency 16, 16 ingest processes polling one emulator; every
-//! one accepted and a row for each. Latency is through the emulator, on a debug build
+//! one accepted, and a row and a queue row for each. Latency is through the emulator, on a debug build
 //! sharing the machine with PostgreSQL.
 
 use std::collections::HashMap;
@@ -69,6 +69,17 @@ async fn run(s: &mut Suite) -> Row {
         format!("{n} requests → {}", statuses_text(&statuses)),
     );
     row.check(rows == n as u64, format!("rows in the table: {rows}"));
+    // a job without its queue row would never be claimed: as good as lost
+    let queue = db::queue(&client).await;
+    let mismatched = db::queue_mismatches(&client).await;
+    row.check(
+        queue.open == rows && queue.claimed == 0 && mismatched == 0,
+        format!(
+            "queue rows: {} ({} claimed), one per job waiting; records and queue rows that \
+             disagree: {mismatched}",
+            queue.open, queue.claimed
+        ),
+    );
     row.check(row.lost == 0, format!("accepted but missing: {}", row.lost));
     // latencies is sorted; n > 0, so every quantile is there
     let ms_at = |q: f64| {

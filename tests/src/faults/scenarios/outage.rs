@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::Scenario;
 use crate::faults::api::invoke_scheduled;
+use crate::faults::db::STANDS;
 use crate::faults::endgame::{run_once_recovered, settle_all_delivered};
 use crate::faults::process::Function;
 use crate::faults::{claims, Row, Suite};
@@ -57,7 +58,8 @@ async fn run(s: &mut Suite) -> Row {
 }
 
 /// One worker run while the provider is down: every job held once more (no attempt spent,
-/// one more call and delivery row), its next call due within the backoff step.
+/// one more call and delivery row), waiting in the queue unclaimed, its next call due within
+/// the backoff step. Attempts, tries and due times as the job stands (its queue row's).
 async fn outage_run(client: &tokio_postgres::Client, worker: &Function, run: i32, row: &mut Row) {
     if run > 1 {
         let moved = crate::factory::make_retries_due(client).await;
@@ -72,8 +74,8 @@ async fn outage_run(client: &tokio_postgres::Client, worker: &Function, run: i32
     let bad = crate::count(
         client,
         &format!(
-            "SELECT count(*) FROM notification_jobs j
-             WHERE NOT (j.status = 'failed' AND j.attempts = 0 AND {tries} = {run}
+            "SELECT count(*) FROM ({STANDS}) j
+             WHERE NOT (j.status = 'failed' AND j.queued AND j.attempts = 0 AND {tries} = {run}
                         AND (SELECT count(*) FROM notification_deliveries d
                              WHERE d.job_id = j.id AND d.outcome = 'held') = {run})"
         ),
@@ -89,9 +91,11 @@ async fn outage_run(client: &tokio_postgres::Client, worker: &Function, run: i32
     let step = (60.0 * 2f64.powi(run - 1)).min(1800.0);
     let r = client
         .query_one(
-            "SELECT min(EXTRACT(EPOCH FROM next_attempt_at - updated_at))::float8,
-                    max(EXTRACT(EPOCH FROM next_attempt_at - updated_at))::float8
-             FROM notification_jobs",
+            &format!(
+                "SELECT min(EXTRACT(EPOCH FROM next_attempt_at - updated_at))::float8,
+                        max(EXTRACT(EPOCH FROM next_attempt_at - updated_at))::float8
+                 FROM ({STANDS}) j"
+            ),
             &[],
         )
         .await
@@ -120,7 +124,7 @@ async fn check_histories(client: &tokio_postgres::Client, accepted: &[Uuid], row
                 "SELECT count(*) FILTER (WHERE j.attempts = 1 AND {tries} = $2
                                          AND h.outcomes = $3),
                         count(*), max(j.attempts), min(j.max_attempts)
-                 FROM notification_jobs j
+                 FROM ({STANDS}) j
                  CROSS JOIN LATERAL (SELECT array_agg(d.outcome ORDER BY d.attempt) AS outcomes
                                      FROM notification_deliveries d WHERE d.job_id = j.id) h
                  WHERE j.id = ANY($1)"

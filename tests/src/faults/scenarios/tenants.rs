@@ -33,7 +33,11 @@ async fn run(s: &mut Suite) -> Row {
         reads(&api, &strict, (a, b), (id_a, id_b), &mut row).await;
     }
     let rows = db::jobs(&client).await;
-    row.check(rows == 2, format!("rows: {rows} (one per tenant)"));
+    let queued = db::queue(&client).await.open;
+    row.check(
+        rows == 2 && queued == 2,
+        format!("rows: {rows}, queue rows: {queued} (one each per tenant)"),
+    );
     logs::check(s, &mut row);
     row
 }
