@@ -66,7 +66,7 @@ impl Bench {
     /// (CASCADE: provider feedback and suppressions name jobs by foreign key).
     pub async fn truncate(&self) -> Result<()> {
         self.client
-            .batch_execute("TRUNCATE notification_jobs, job_queue CASCADE")
+            .batch_execute("TRUNCATE notification_jobs, job_queue, notification_deliveries CASCADE")
             .await
             .context("truncate")?;
         Ok(())

@@ -1,6 +1,6 @@
--- Delete up to $2 finished jobs (sent, delivered, bounced, dead, cancelled, expired) last updated more than $1 days before $3 (the
--- current time; NULL: now()); their
--- delivery rows go with them (ON DELETE CASCADE). SKIP LOCKED: never waits on anyone.
+-- Delete up to $2 finished jobs (sent, delivered, bounced, dead, cancelled, expired) last
+-- updated more than $1 days before $3 (the current time; NULL: now()), with their delivery
+-- rows (and their provider feedback: ON DELETE CASCADE). SKIP LOCKED: never waits on anyone.
 WITH doomed AS (
     SELECT id
     FROM notification_jobs
@@ -10,6 +10,12 @@ WITH doomed AS (
     ORDER BY updated_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+)
+-- their delivery rows go in the same statement (no foreign key cascades them since 0011)
+, attempts AS (
+    DELETE FROM notification_deliveries AS d
+    USING doomed
+    WHERE d.job_id = doomed.id
 )
 DELETE FROM notification_jobs AS j
 USING doomed

@@ -1,0 +1,297 @@
+//! Migration 0011 (the queue leaves the job table) on a deployed database, online: 1M finished
+//! jobs and 10k due ones, a worker of the previous release working them and its ingest
+//! accepting more while the migration runs, then the new release taking over.
+//!
+//! What it shows:
+//! - the migration moves only the open jobs (the finished ones stay where they are) and holds
+//!   its locks briefly: the previous release's ingest is never blocked for long;
+//! - the previous release's worker stops at the migration (its statements fail) instead of
+//!   claiming beside the new one, and its in-flight batch is swept and delivered by the new
+//!   release: every job ends sent, none is lost, and only that batch can be sent twice;
+//! - jobs the previous ingest accepts during and after the migration are queued too.
+//!
+//! `ONLINE_MIGRATION_FINISHED` sets the number of finished jobs (default 1,000,000; a smaller
+//! number makes a quick local run). The figures are printed (`-- --nocapture`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use integration_tests::TestDb;
+use shared::migrate::{self, MIGRATIONS};
+use shared::store::{Decision, JobStore, PgStore};
+use tokio::sync::Mutex;
+use uuid::Uuid;
+
+const DUE: i64 = 10_000;
+const ORG: &str = "00000000-0000-4000-8000-00000000a011";
+
+/// The previous release's claim (shared/sql/claim.sql before 0011), trimmed to what the
+/// test needs back.
+const OLD_CLAIM: &str = "
+    WITH due AS (
+        SELECT id FROM notification_jobs
+        WHERE status IN ('pending', 'failed') AND next_attempt_at <= now()
+          AND (expires_at IS NULL OR expires_at > now())
+        ORDER BY next_attempt_at LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE notification_jobs AS j
+    SET status = 'processing', attempts = j.attempts + 1,
+        tries = GREATEST(j.tries, j.attempts) + 1, claimed_at = now(),
+        claim_token = gen_random_uuid(), updated_at = now()
+    FROM due WHERE j.id = due.id
+    RETURNING j.id, j.claim_token";
+
+/// The previous release's completion of a sent batch (fenced by the claim token).
+const OLD_COMPLETE: &str = "
+    UPDATE notification_jobs AS j
+    SET status = 'sent', updated_at = now()
+    FROM unnest($1::uuid[], $2::uuid[]) AS c(id, claim_token)
+    WHERE j.id = c.id AND j.claim_token = c.claim_token AND j.status = 'processing'";
+
+/// The previous release's ingest insert (no queue row).
+const OLD_INSERT: &str = "
+    INSERT INTO notification_jobs (id, organization_id, channel, payload, max_attempts,
+                                   next_attempt_at, expires_at)
+    VALUES (gen_random_uuid(), $1, 'sms',
+            jsonb_build_object('to', '+1555' || lpad($2::text, 7, '0'), 'message', 'hi'), 5,
+            now(), now() + interval '1 day')
+    RETURNING id";
+
+/// Every provider call, by job id.
+type Sends = Arc<Mutex<HashMap<Uuid, u32>>>;
+
+fn finished_jobs() -> i64 {
+    std::env::var("ONLINE_MIGRATION_FINISHED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+/// A database at 0010 with `finished` sent jobs over the last 29 days and `DUE` due ones.
+async fn deployed(db: &TestDb, finished: i64) {
+    let mut client = db.client().await;
+    let before: Vec<_> = MIGRATIONS
+        .iter()
+        .copied()
+        .filter(|(name, _)| name.as_bytes() < b"0011".as_slice())
+        .collect();
+    migrate::run_files(&mut client, &before).await.unwrap();
+    client
+        .execute(
+            "INSERT INTO notification_jobs
+                 (organization_id, channel, payload, status, attempts, tries, next_attempt_at,
+                  created_at, updated_at, claimed_at, claim_token)
+             SELECT $1::text::uuid, 'sms',
+                    jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
+                                       'message', 'Your invoice is paid'),
+                    'sent', 1, 1, t, t, t, t, gen_random_uuid()
+             FROM generate_series(1, $2::bigint) AS g,
+                  LATERAL (SELECT now() - (g % 2505600) * interval '1 second' AS t) AS ts",
+            &[&ORG, &finished],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO notification_jobs
+                 (organization_id, channel, payload, next_attempt_at, expires_at)
+             SELECT $1::text::uuid, 'sms',
+                    jsonb_build_object('to', '+1666' || lpad(g::text, 7, '0'), 'message', 'hi'),
+                    now() - interval '1 minute', now() + interval '1 day'
+             FROM generate_series(1, $2::bigint) AS g",
+            &[&ORG, &DUE],
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute("VACUUM ANALYZE notification_jobs")
+        .await
+        .unwrap();
+}
+
+/// The previous release's worker: claims batches of 100, "sends" them, completes them, until
+/// a statement fails (the migration) or it is told to stop. Returns its in-flight batch at
+/// that moment (claimed and sent, never completed) and why it stopped.
+async fn old_worker(db: &TestDb, sends: Sends, stop: Arc<AtomicBool>) -> (Vec<Uuid>, String) {
+    let client = db.client().await;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return (Vec::new(), "stopped".into());
+        }
+        let rows = match client.query(OLD_CLAIM, &[&100i64]).await {
+            Ok(rows) => rows,
+            Err(e) => return (Vec::new(), format!("claim failed: {}", cause(&e))),
+        };
+        let (ids, tokens): (Vec<Uuid>, Vec<Uuid>) = rows
+            .iter()
+            .map(|r| (r.get::<_, Uuid>(0), r.get::<_, Uuid>(1)))
+            .unzip();
+        {
+            let mut sent = sends.lock().await;
+            for id in &ids {
+                *sent.entry(*id).or_default() += 1;
+            }
+        }
+        // a provider call's worth of time, so the migration finds it mid-queue
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Err(e) = client.execute(OLD_COMPLETE, &[&ids, &tokens]).await {
+            return (ids, format!("completion failed: {}", cause(&e)));
+        }
+    }
+}
+
+/// The server's message for a failed statement.
+fn cause(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map(|d| d.message().to_owned())
+        .unwrap_or_else(|| e.to_string())
+}
+
+/// The previous release's ingest: one job at a time until told to stop; each insert's
+/// latency.
+async fn old_ingest(db: &TestDb, stop: Arc<AtomicBool>) -> Vec<Duration> {
+    let client = db.client().await;
+    let org: Uuid = ORG.parse().unwrap();
+    let mut latencies = Vec::new();
+    for n in 0i64.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let started = Instant::now();
+        client
+            .query_one(OLD_INSERT, &[&org, &n.to_string()])
+            .await
+            .unwrap();
+        latencies.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    latencies
+}
+
+/// The new release's worker: the old worker's lost batch swept, then claims until the queue
+/// is empty.
+async fn new_worker(store: &PgStore, sends: &Sends) {
+    let later = Some(Utc::now() + chrono::Duration::hours(1));
+    store
+        .sweep(Duration::from_secs(600), 10_000, later)
+        .await
+        .unwrap();
+    loop {
+        let batch = store.claim(100, later).await.unwrap();
+        if batch.is_empty() {
+            return;
+        }
+        let mut completions = Vec::new();
+        {
+            let mut sent = sends.lock().await;
+            for job in &batch {
+                *sent.entry(job.id).or_default() += 1;
+                completions.push(integration_tests::completion(
+                    job,
+                    Decision::Sent,
+                    Some("m"),
+                ));
+            }
+        }
+        let report = store.complete(&completions, later).await.unwrap();
+        assert_eq!(
+            report.applied.len(),
+            batch.len(),
+            "every completion applies"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_queue_moves_out_online_while_the_previous_release_works() {
+    let finished = finished_jobs();
+    let db = TestDb::empty().await;
+    let fill = Instant::now();
+    deployed(&db, finished).await;
+    eprintln!(
+        "{finished} finished + {DUE} due jobs at 0010 in {:?}",
+        fill.elapsed()
+    );
+
+    let sends: Sends = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let db = Arc::new(db);
+    let worker = tokio::spawn({
+        let (db, sends, stop) = (db.clone(), sends.clone(), stop.clone());
+        async move { old_worker(&db, sends, stop).await }
+    });
+    let ingest = tokio::spawn({
+        let (db, stop) = (db.clone(), stop.clone());
+        async move { old_ingest(&db, stop).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut client = db.client().await;
+    let migrating = Instant::now();
+    let report = migrate::run(&mut client).await.unwrap();
+    let migration_time = migrating.elapsed();
+    assert!(
+        report.applied.iter().any(|n| n.starts_with("0011_")),
+        "{report:?}"
+    );
+
+    // the previous ingest keeps going a little after the migration (its jobs are adopted)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (in_flight, why) = worker.await.unwrap();
+    let latencies = ingest.await.unwrap();
+    assert!(
+        why.contains("does not exist"),
+        "the previous release's worker stops at the migration: {why}"
+    );
+    let worst_insert = latencies.iter().max().copied().unwrap_or_default();
+    let old_sent = sends.lock().await.len();
+
+    let store = db.store().await;
+    new_worker(&store, &sends).await;
+
+    let accepted = DUE + latencies.len() as i64;
+    let sent = integration_tests::count(
+        &client,
+        &format!("SELECT count(*) FROM notification_jobs WHERE status = 'sent' AND organization_id = '{ORG}'"),
+    )
+    .await;
+    assert_eq!(
+        sent,
+        finished + accepted,
+        "every job ends sent, the finished ones too"
+    );
+    assert_eq!(
+        integration_tests::count(&client, "SELECT count(*) FROM job_queue").await,
+        0
+    );
+    let sends = sends.lock().await;
+    assert_eq!(sends.len() as i64, accepted, "every accepted job was sent");
+    let twice: Vec<_> = sends
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| *id)
+        .collect();
+    assert!(
+        twice.iter().all(|id| in_flight.contains(id)),
+        "only the previous worker's in-flight batch may be sent twice: {} of {}",
+        twice.len(),
+        in_flight.len()
+    );
+    assert!(
+        worst_insert < Duration::from_secs(2),
+        "the previous ingest is never blocked for long: {worst_insert:?}"
+    );
+    eprintln!(
+        "migration 0011: {migration_time:?}; previous worker sent {old_sent} before it stopped \
+         ({why}), {} in flight; previous ingest: {} inserts, slowest {worst_insert:?}; \
+         sent twice: {}",
+        in_flight.len(),
+        latencies.len(),
+        twice.len()
+    );
+}
