@@ -46,7 +46,14 @@ CREATE INDEX job_queue_expiring ON job_queue (expires_at)
 -- The open jobs move in this transaction. The old statements stop working at once (the
 -- claim columns are gone), so a worker or sweeper of the previous release still running
 -- fails its invocation instead of claiming a job a new worker also claims.
-LOCK TABLE notification_jobs IN SHARE ROW EXCLUSIVE MODE;
+-- Every lock this file needs is taken here, first, in the order the previous release's
+-- statements take them (jobs, then deliveries): a statement that holds a weaker lock on
+-- a table and waits for a stronger one would otherwise deadlock with a migration that does the
+-- same. The locks are held for as long as the copy of the open jobs takes (10,000 jobs: tens
+-- of milliseconds). If they cannot be had within 1 s (a long statement holds one), the
+-- runner rolls back and tries again shortly, rather than queueing every statement behind it.
+SET LOCAL lock_timeout = '1s';
+LOCK TABLE notification_jobs, notification_deliveries IN ACCESS EXCLUSIVE MODE;
 
 INSERT INTO job_queue (id, organization_id, next_attempt_at, expires_at, attempts,
                        max_attempts, tries, claim_token, claimed_at)

@@ -160,6 +160,7 @@ pub async fn run_files(
 ) -> Result<MigrateReport, MigrateError> {
     let migrations = parse(files)?;
     let mut report = MigrateReport::default();
+    let mut lock_retries = 0;
     loop {
         let tx = locked(client).await?;
         let Some(m) = next_pending(&tx, &migrations).await? else {
@@ -172,7 +173,19 @@ pub async fn run_files(
             source,
         };
         let recorded = if m.in_transaction() {
-            tx.batch_execute(m.sql).await.map_err(err)?;
+            if let Err(e) = tx.batch_execute(m.sql).await {
+                if lock_conflict(&e) && lock_retries < LOCK_RETRIES {
+                    // a deadlock with a running statement, or its lock_timeout: nothing was
+                    // applied (the transaction rolls back as it drops); try again shortly
+                    lock_retries += 1;
+                    tracing::warn!(migration = m.name, error = %e, attempt = lock_retries,
+                                   "migration could not take its locks; retrying");
+                    drop(tx);
+                    tokio::time::sleep(LOCK_RETRY_PAUSE * lock_retries).await;
+                    continue;
+                }
+                return Err(err(e));
+            }
             let recorded = record(&tx, m).await?;
             tx.commit().await.map_err(err)?;
             recorded
@@ -200,6 +213,20 @@ pub async fn run_files(
             report.applied.push(m.name.to_owned());
         }
     }
+}
+
+/// How often a migration that lost a deadlock, or gave up waiting for a lock (its own
+/// `lock_timeout`), is tried again before the run fails; the pause grows by this much each
+/// time.
+const LOCK_RETRIES: u32 = 5;
+const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A migration statement that failed for its locks, not its content.
+fn lock_conflict(e: &tokio_postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(&SqlState::T_R_DEADLOCK_DETECTED) | Some(&SqlState::LOCK_NOT_AVAILABLE)
+    )
 }
 
 /// A transaction holding the migration lock (until it ends).

@@ -89,6 +89,52 @@ async fn a_failing_migration_leaves_nothing_half_applied() {
     assert_eq!(recorded as usize, MIGRATIONS.len());
 }
 
+/// A migration that cannot take its locks in time (its own lock_timeout: a long statement
+/// holds the table) rolls back and is tried again, and applies once the table is free; one
+/// that never can fails, naming the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_that_cannot_lock_in_time_is_tried_again() {
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    migrate::run(&mut client).await.unwrap();
+    let mut files = MIGRATIONS.to_vec();
+    files.push((
+        "9998_locks.sql",
+        "SET LOCAL lock_timeout = '100ms';
+         LOCK TABLE notification_jobs IN ACCESS EXCLUSIVE MODE;
+         CREATE TABLE after_the_lock (x int);",
+    ));
+
+    // a reader holds the table for 700 ms: the first tries time out, a later one applies
+    let holder = db.client().await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE notification_jobs IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        holder.batch_execute("COMMIT").await.unwrap();
+        holder
+    });
+    let report = migrate::run_files(&mut client, &files).await.unwrap();
+    let holder = release.await.unwrap();
+    assert_eq!(report.applied, vec!["9998_locks.sql".to_owned()]);
+
+    // held for longer than every retry together: the run fails and names the file
+    files.push((
+        "9999_never.sql",
+        "SET LOCAL lock_timeout = '50ms';
+         LOCK TABLE notification_jobs IN ACCESS EXCLUSIVE MODE;",
+    ));
+    holder
+        .batch_execute("BEGIN; LOCK TABLE notification_jobs IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let err = migrate::run_files(&mut client, &files).await.unwrap_err();
+    assert!(err.to_string().contains("9999_never.sql"), "{err}");
+    holder.batch_execute("ROLLBACK").await.unwrap();
+}
+
 #[tokio::test]
 async fn a_concurrent_index_build_runs_outside_a_transaction_and_an_interrupted_one_is_named() {
     let db = TestDb::empty().await;
