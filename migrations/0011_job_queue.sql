@@ -1,7 +1,8 @@
 -- The queue leaves the job table (issue 17): a narrow `job_queue` row per open job holds
 -- what claiming, fencing and sweeping need, and nothing else.
---  * The claim updates this row only (about 80 bytes, two index entries), not the wide job
---    row with its payload and four indexes; a finished job's queue row is deleted.
+--  * The claim reads and updates this row only (two index entries, and only the changed
+--    bytes logged), not the job's record with its four indexes; a finished job's queue row is
+--    deleted.
 --  * Claims and sweeps read a table that holds only open jobs, so they cost the same with
 --    30 days of history beside them as with none.
 --  * notification_jobs is the record of each request and where it stands at rest: written
@@ -11,8 +12,15 @@
 CREATE TABLE job_queue (
     id              uuid PRIMARY KEY,
     organization_id uuid NOT NULL,
-    next_attempt_at timestamptz NOT NULL,
+    -- what the worker sends, so the claim reads no other table (a copy of the request's; the
+    -- row goes when the job ends)
+    channel         text NOT NULL,
+    payload         jsonb NOT NULL,
+    trace_header    text,
     expires_at      timestamptz,
+    -- the columns a claim or a retry changes come last: an update that stays on its page logs
+    -- only the bytes that changed, not the payload before them
+    next_attempt_at timestamptz NOT NULL,
     -- incremented by the claim, so a job that crashes its worker still uses up its budget
     attempts        int NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     max_attempts    int NOT NULL CHECK (max_attempts >= 1),
@@ -55,9 +63,10 @@ CREATE INDEX job_queue_expiring ON job_queue (expires_at)
 SET LOCAL lock_timeout = '1s';
 LOCK TABLE notification_jobs, notification_deliveries IN ACCESS EXCLUSIVE MODE;
 
-INSERT INTO job_queue (id, organization_id, next_attempt_at, expires_at, attempts,
-                       max_attempts, tries, claim_token, claimed_at)
-SELECT id, organization_id, next_attempt_at, expires_at, attempts, max_attempts, tries,
+INSERT INTO job_queue (id, organization_id, channel, payload, trace_header, next_attempt_at,
+                       expires_at, attempts, max_attempts, tries, claim_token, claimed_at)
+SELECT id, organization_id, channel, payload, trace_header, next_attempt_at, expires_at,
+       attempts, max_attempts, tries,
        CASE WHEN status = 'processing' THEN coalesce(claim_token, gen_random_uuid()) END,
        CASE WHEN status = 'processing' THEN coalesce(claimed_at, updated_at) END
 FROM notification_jobs
@@ -114,10 +123,10 @@ LEFT JOIN job_queue AS q ON q.id = j.id;
 CREATE FUNCTION job_queue_adopt() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO job_queue (id, organization_id, next_attempt_at, expires_at, attempts,
-                           max_attempts, tries)
-    SELECT n.id, n.organization_id, n.next_attempt_at, n.expires_at, n.attempts,
-           n.max_attempts, n.tries
+    INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
+                           next_attempt_at, expires_at, attempts, max_attempts, tries)
+    SELECT n.id, n.organization_id, n.channel, n.payload, n.trace_header, n.next_attempt_at,
+           n.expires_at, n.attempts, n.max_attempts, n.tries
     FROM accepted AS n
     WHERE n.status IN ('pending', 'failed')
     ON CONFLICT (id) DO NOTHING;

@@ -144,41 +144,44 @@ pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<Drain> {
 }
 
 /// Adds `n` finished jobs (9 in 10 sent, 1 in 10 dead after 5 attempts) spread over the last
-/// 29 days (inside the default retention), each with its delivery row, then settles.
+/// 29 days (inside the default retention), each with its delivery row and a UUIDv7 id of its
+/// creation time (as ingest makes them), a million per statement, then settles.
 pub async fn fill_finished(bench: &Bench, n: i64) -> Result<()> {
-    bench
-        .client
-        .execute(
-            "INSERT INTO notification_jobs
-                 (organization_id, channel, payload, status, attempts, max_attempts,
+    const CHUNK: i64 = 1_000_000;
+    let sql = format!(
+        "WITH jobs AS (
+             INSERT INTO notification_jobs
+                 (id, organization_id, channel, payload, status, attempts, max_attempts, tries,
                   next_attempt_at, created_at, updated_at, last_error)
-             SELECT '0b9d8c1e-0000-4000-8000-000000000001'::uuid, 'sms',
+             SELECT {id}, '0b9d8c1e-0000-4000-8000-000000000001'::uuid, 'sms',
                     jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
                                        'message', 'Your invoice is paid'),
                     CASE WHEN g % 10 = 0 THEN 'dead' ELSE 'sent' END::job_status,
                     CASE WHEN g % 10 = 0 THEN 5 ELSE 1 END, 5,
+                    CASE WHEN g % 10 = 0 THEN 5 ELSE 1 END,
                     t, t, t,
                     CASE WHEN g % 10 = 0 THEN 'InvalidParameter: bench' END
-             FROM generate_series(1, $1::bigint) AS g,
-                  LATERAL (SELECT now() - (g % 2505600) * interval '1 second' AS t) AS ts",
-            &[&n],
-        )
-        .await
-        .context("insert finished jobs")?;
-    bench
-        .client
-        .batch_execute(
-            "INSERT INTO notification_deliveries
-                 (job_id, attempt, provider, provider_message_id, outcome, started_at, finished_at)
-             SELECT j.id, j.attempts, 'sns', j.id::text,
-                    CASE j.status WHEN 'sent' THEN 'sent' ELSE 'dead' END,
-                    j.updated_at, j.updated_at
-             FROM notification_jobs AS j
-             WHERE j.status IN ('sent', 'dead')
-               AND NOT EXISTS (SELECT 1 FROM notification_deliveries d WHERE d.job_id = j.id)",
-        )
-        .await
-        .context("insert their delivery rows")?;
+             FROM generate_series($1::bigint, $2::bigint) AS g,
+                  LATERAL (SELECT now() - (g % 2505600) * interval '1 second' AS t) AS ts
+             RETURNING id, attempts, status, updated_at
+         )
+         INSERT INTO notification_deliveries
+             (job_id, attempt, provider, provider_message_id, outcome, started_at, finished_at)
+         SELECT id, attempts, 'sns', id::text,
+                CASE status WHEN 'sent' THEN 'sent' ELSE 'dead' END, updated_at, updated_at
+         FROM jobs",
+        id = crate::db::uuid_v7("t")
+    );
+    let mut from = 1;
+    while from <= n {
+        let to = (from + CHUNK - 1).min(n);
+        bench
+            .client
+            .execute(&sql, &[&from, &to])
+            .await
+            .with_context(|| format!("insert finished jobs {from}..={to}"))?;
+        from = to + 1;
+    }
     bench.settle().await
 }
 

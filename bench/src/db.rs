@@ -8,6 +8,16 @@ use shared::db::DbConfig;
 use tokio_postgres::Client;
 
 pub const DB: &str = "notif_bench";
+
+/// A UUIDv7 made in SQL from the timestamp expression `t`, as ingest makes job ids
+/// (`Uuid::now_v7`): 48 bits of Unix milliseconds, the version, random bits.
+pub fn uuid_v7(t: &str) -> String {
+    format!(
+        "(lpad(to_hex((extract(epoch FROM {t}) * 1000)::bigint), 12, '0') || '7'
+          || substr(md5(random()::text), 1, 3) || to_hex(8 + floor(random() * 4)::int)
+          || substr(md5(random()::text), 1, 15))::uuid"
+    )
+}
 pub const PEER_DB: &str = "notif_bench_peer";
 
 pub struct Bench {
@@ -76,9 +86,9 @@ impl Bench {
     pub async fn insert_due(&self, n: i64) -> Result<()> {
         self.client
             .execute(
-                "WITH jobs AS (
-                 INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
-                 SELECT '0b9d8c1e-0000-4000-8000-000000000001'::uuid,
+                &format!("WITH jobs AS (
+                 INSERT INTO notification_jobs (id, organization_id, channel, payload, next_attempt_at)
+                 SELECT {id}, '0b9d8c1e-0000-4000-8000-000000000001'::uuid,
                         CASE WHEN g % 2 = 0 THEN 'sms' ELSE 'email' END,
                         CASE WHEN g % 2 = 0
                              THEN jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'),
@@ -89,10 +99,12 @@ impl Bench {
                         END,
                         now() - interval '1 second'
                  FROM generate_series(1, $1::bigint) AS g
-                 RETURNING id, organization_id, next_attempt_at, max_attempts
+                 RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
                  )
-                 INSERT INTO job_queue (id, organization_id, next_attempt_at, max_attempts)
-                 SELECT id, organization_id, next_attempt_at, max_attempts FROM jobs",
+                 INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts)
+                 SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts FROM jobs",
+                    id = uuid_v7("clock_timestamp()")
+                ),
                 &[&n],
             )
             .await

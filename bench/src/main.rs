@@ -90,7 +90,8 @@ impl Plan {
                 batches: vec![10, 100, 500],
                 claim_jobs: 30_000,
                 claim_batches: vec![10, 100, 500],
-                finished_rows: 1_000_000,
+                // issue 17: the claim with 10M history rows beside the queue
+                finished_rows: 10_000_000,
                 ingest_c1: 3_000,
                 ingest_c8_each: 500,
                 rate: 100,
@@ -109,13 +110,21 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut quick = false;
     let mut peer = None;
-    for arg in &args {
+    let mut history = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
+            "--history" => {
+                let n = args
+                    .next()
+                    .context("--history needs a number of finished jobs")?;
+                history = Some(n.parse().with_context(|| format!("--history {n:?}"))?);
+            }
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
-                println!("usage: bench [--quick] [--peer | --no-peer]   (needs DATABASE_URL; `make bench` sets it)");
+                println!("usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS]   (needs DATABASE_URL; `make bench` sets it)");
                 return Ok(());
             }
             other => anyhow::bail!("unknown argument {other:?} (try --help)"),
@@ -129,7 +138,11 @@ fn main() -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(run(Plan::new(quick, peer), &url))
+    let mut plan = Plan::new(quick, peer);
+    if let Some(n) = history {
+        plan.finished_rows = n;
+    }
+    rt.block_on(run(plan, &url))
 }
 
 async fn run(plan: Plan, url: &str) -> Result<()> {

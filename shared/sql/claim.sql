@@ -1,8 +1,7 @@
 -- Claim up to $1 due jobs in one statement that commits before any delivery. $2 is the
 -- current time (NULL: the server's now(); tests pass a time instead of ageing rows).
--- The claim reads and writes the narrow queue (job_queue: open jobs only); the job's
--- request (channel, payload, trace) is read from notification_jobs by primary key, not
--- locked and not written.
+-- The claim reads and writes the queue only (job_queue: open jobs, with what the worker
+-- sends), so it costs the same however much history notification_jobs holds.
 -- SKIP LOCKED: rows another claimer holds are skipped, never waited for.
 -- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE.
 WITH due AS (
@@ -23,12 +22,11 @@ SET attempts    = q.attempts + 1,
     claimed_at  = coalesce($2::timestamptz, now()),
     claim_token = gen_random_uuid()
 FROM due
-JOIN notification_jobs AS j ON j.id = due.id
 WHERE q.id = due.id
-RETURNING q.id, j.organization_id, j.channel, j.payload, q.attempts, q.max_attempts,
-          q.tries, q.claim_token, q.claimed_at, j.trace_header,
+RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
+          q.tries, q.claim_token, q.claimed_at, q.trace_header,
           -- the recipient was suppressed after the job was accepted: the worker ends it
           -- `dead` without calling the provider
           EXISTS (SELECT FROM suppressions AS s
-                  WHERE s.organization_id = j.organization_id
-                    AND s.recipient = lower(j.payload ->> 'to')) AS suppressed
+                  WHERE s.organization_id = q.organization_id
+                    AND s.recipient = lower(q.payload ->> 'to')) AS suppressed

@@ -29,12 +29,15 @@ inserted AS (
     WHERE id NOT IN (SELECT id FROM blocked)
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL
     DO NOTHING
-    RETURNING id, organization_id, status::text, next_attempt_at, expires_at, max_attempts
+    RETURNING id, organization_id, channel, payload, trace_header, status::text,
+              next_attempt_at, expires_at, max_attempts
 ),
--- each accepted job's queue row (0011_job_queue.sql): what the claim reads
+-- each accepted job's queue row (0011_job_queue.sql): all the claim reads
 queued AS (
-    INSERT INTO job_queue (id, organization_id, next_attempt_at, expires_at, max_attempts)
-    SELECT id, organization_id, next_attempt_at, expires_at, max_attempts
+    INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
+                           next_attempt_at, expires_at, max_attempts)
+    SELECT id, organization_id, channel, payload, trace_header, next_attempt_at, expires_at,
+           max_attempts
     FROM inserted
 )
 SELECT id, status, next_attempt_at, false AS suppressed FROM inserted

@@ -9,13 +9,14 @@ WITH revived AS (
         last_error = NULL,
         updated_at = now()
     WHERE id = $1 AND organization_id = $2 AND status = 'dead'
-    RETURNING id, organization_id, status, next_attempt_at, expires_at, attempts,
-              max_attempts, tries
+    RETURNING id, organization_id, channel, payload, trace_header, status, next_attempt_at,
+              expires_at, attempts, max_attempts, tries
 ),
 queued AS (
-    INSERT INTO job_queue (id, organization_id, next_attempt_at, expires_at, attempts,
-                           max_attempts, tries)
-    SELECT id, organization_id, next_attempt_at, expires_at, attempts, max_attempts, tries
+    INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
+                           next_attempt_at, expires_at, attempts, max_attempts, tries)
+    SELECT id, organization_id, channel, payload, trace_header, next_attempt_at, expires_at,
+           attempts, max_attempts, tries
     FROM revived
 )
 SELECT id, status::text AS status, next_attempt_at FROM revived

@@ -148,14 +148,15 @@ impl Job {
                         now() + make_interval(secs => $12)
                  FROM generate_series(1, $10::bigint) AS g
                  ORDER BY g
-                 RETURNING id, organization_id, next_attempt_at, expires_at, attempts,
-                           max_attempts, created_at
+                 RETURNING id, organization_id, channel, payload, next_attempt_at,
+                           expires_at, attempts, max_attempts, created_at
              ),
              queued AS (
                  INSERT INTO job_queue
-                     (id, organization_id, next_attempt_at, expires_at, attempts,
-                      max_attempts, tries, claim_token, claimed_at)
-                 SELECT id, organization_id, next_attempt_at, expires_at, attempts,
+                     (id, organization_id, channel, payload, next_attempt_at, expires_at,
+                      attempts, max_attempts, tries, claim_token, claimed_at)
+                 SELECT id, organization_id, channel, payload, next_attempt_at, expires_at,
+                        attempts,
                         max_attempts, attempts,
                         CASE WHEN $7::float8 IS NULL THEN NULL ELSE gen_random_uuid() END,
                         now() - make_interval(secs => $7)

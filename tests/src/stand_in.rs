@@ -220,11 +220,11 @@ pub async fn insert_jobs(
                  SELECT gen_random_uuid(), c, p, $3, now() - interval '1 second'
                  FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(c, p, n)
                  ORDER BY n
-                 RETURNING id, organization_id, payload, next_attempt_at, max_attempts
+                 RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
              ),
              queued AS (
-                 INSERT INTO job_queue (id, organization_id, next_attempt_at, max_attempts)
-                 SELECT id, organization_id, next_attempt_at, max_attempts FROM jobs
+                 INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts)
+                 SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts FROM jobs
              )
              SELECT id, payload FROM jobs",
             &[&channels, &payloads, &max_attempts],
