@@ -1,5 +1,6 @@
--- The queue leaves the job table (issue 17): a narrow `job_queue` row per open job holds
--- what claiming, fencing and sweeping need, and nothing else.
+-- The queue leaves the job table (issue 17): a `job_queue` row per open job holds what the
+-- worker sends and what claiming, fencing and sweeping need, and nothing else (no listing or
+-- idempotency indexes).
 --  * The claim reads and updates this row only (two index entries, and only the changed
 --    bytes logged), not the job's record with its four indexes; a finished job's queue row is
 --    deleted.
