@@ -105,6 +105,7 @@ pub fn example() -> Results {
     results.claim_latency.batches = vec![ClaimBatch {
         batch: 100,
         ratio_p50: 1.1,
+        ratio_p99: 1.15,
         ..ClaimBatch::default()
     }];
     results.ingest.concurrency_1.latency = latency(0.8, 1.394);
