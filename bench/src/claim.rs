@@ -80,7 +80,7 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<ClaimLatency> {
         "filling {} finished jobs (and their delivery rows)",
         plan.finished_rows
     );
-    fill_finished(bench, plan.finished_rows).await?;
+    fill_finished(bench, plan.finished_rows, Finished::KEPT).await?;
     let mut many = Vec::new();
     for &batch in &plan.claim_batches {
         crate::step!(
@@ -143,10 +143,26 @@ pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<Drain> {
     })
 }
 
-/// Adds `n` finished jobs (9 in 10 sent, 1 in 10 dead after 5 attempts) spread over the last
-/// 29 days (inside the default retention), each with its delivery row and a UUIDv7 id of its
-/// creation time (as ingest makes them), a million per statement, then settles.
-pub async fn fill_finished(bench: &Bench, n: i64) -> Result<()> {
+/// When the finished jobs of [`fill_finished`] finished: spread evenly over `spread_secs`,
+/// the newest `ago_secs` ago.
+#[derive(Debug, Clone, Copy)]
+pub struct Finished {
+    pub ago_secs: i64,
+    pub spread_secs: i64,
+}
+
+impl Finished {
+    /// The last 29 days: history inside the default retention (30 days).
+    pub const KEPT: Self = Self {
+        ago_secs: 0,
+        spread_secs: 29 * 86_400,
+    };
+}
+
+/// Adds `n` finished jobs (9 in 10 sent, 1 in 10 dead after 5 attempts) finished `when`, each
+/// with its delivery row and a UUIDv7 id of its creation time (as ingest makes them), a
+/// million per statement, then settles.
+pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> {
     const CHUNK: i64 = 1_000_000;
     let sql = format!(
         "WITH jobs AS (
@@ -162,7 +178,8 @@ pub async fn fill_finished(bench: &Bench, n: i64) -> Result<()> {
                     t, t, t,
                     CASE WHEN g % 10 = 0 THEN 'InvalidParameter: bench' END
              FROM generate_series($1::bigint, $2::bigint) AS g,
-                  LATERAL (SELECT now() - (g % 2505600) * interval '1 second' AS t) AS ts
+                  LATERAL (SELECT now() - make_interval(secs => $3::bigint + g % $4::bigint)
+                                  AS t) AS ts
              RETURNING id, attempts, status, updated_at
          )
          INSERT INTO notification_deliveries
@@ -177,7 +194,7 @@ pub async fn fill_finished(bench: &Bench, n: i64) -> Result<()> {
         let to = (from + CHUNK - 1).min(n);
         bench
             .client
-            .execute(&sql, &[&from, &to])
+            .execute(&sql, &[&from, &to, &when.ago_secs, &when.spread_secs])
             .await
             .with_context(|| format!("insert finished jobs {from}..={to}"))?;
         from = to + 1;

@@ -24,6 +24,7 @@ mod peer;
 mod probe;
 mod render;
 mod results;
+mod retention;
 mod stats;
 mod targets;
 mod worked;
@@ -47,6 +48,8 @@ struct Plan {
     claim_jobs: i64,
     claim_batches: Vec<u32>,
     finished_rows: i64,
+    /// Finished jobs of one day that retention deletes (10).
+    retention_jobs: i64,
     ingest_c1: u64,
     ingest_c8_each: u64,
     rate: u32,
@@ -71,6 +74,7 @@ impl Plan {
                 claim_jobs: 3_000,
                 claim_batches: vec![100],
                 finished_rows: 50_000,
+                retention_jobs: 20_000,
                 ingest_c1: 200,
                 ingest_c8_each: 50,
                 rate: 50,
@@ -92,6 +96,8 @@ impl Plan {
                 claim_batches: vec![10, 100, 500],
                 // issue 17: the claim with 10M history rows beside the queue
                 finished_rows: 10_000_000,
+                // issue 17: one day of 1M finished jobs
+                retention_jobs: 1_000_000,
                 ingest_c1: 3_000,
                 ingest_c8_each: 500,
                 rate: 100,

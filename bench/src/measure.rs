@@ -9,7 +9,7 @@ use crate::db::Bench;
 use crate::results::{Machine, Results};
 use crate::writes::{self, WriteBudget};
 use crate::Plan;
-use crate::{ceiling, claim, cold_start, ingest, latency, peer, worked};
+use crate::{ceiling, claim, cold_start, ingest, latency, peer, retention, worked};
 
 pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     let started = Instant::now();
@@ -36,6 +36,7 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     let ingest = ingest::measure(&bench, plan).await?;
     let accept_to_provider = latency::measure(&bench, plan).await?;
     let claim_latency = claim::measure(&bench, plan).await?;
+    let retention = retention::measure(&bench, plan).await?;
     let load_after = loadavg();
     bench.teardown().await;
     Ok(Results {
@@ -57,6 +58,7 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
         ingest,
         accept_to_provider,
         claim_latency,
+        retention,
         load_after,
         total_secs: started.elapsed().as_secs_f64(),
     })

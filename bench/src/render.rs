@@ -20,6 +20,8 @@ pub fn render(r: &Results, targets: &[Target]) {
     say!("");
     claim(r);
     say!("");
+    retention(r);
+    say!("");
     ingest(r);
     say!("");
     accept_to_provider(r);
@@ -353,6 +355,25 @@ fn claim(r: &Results) {
     for l in c.explain_finished_many.lines() {
         say!("     {l}");
     }
+}
+
+fn retention(r: &Results) {
+    let t = &r.retention;
+    let mib = |b: i64| b as f64 / 1_048_576.0;
+    say!(
+        "10. retention: {} finished jobs of one day (each with its delivery row) past RETENTION_DAYS, deleted as the sweeper does (prune.sql, {} per statement)",
+        fmt_n(t.jobs as f64),
+        t.batch
+    );
+    say!(
+        "   delete: {:.2} s, {} statements, {:.1} MiB of WAL; the VACUUM it leaves owing: {:.2} s, {:.1} MiB of WAL",
+        t.secs,
+        t.statements,
+        mib(t.wal_bytes),
+        t.vacuum_secs,
+        mib(t.vacuum_wal_bytes)
+    );
+    say!("   (dropping a day's partition instead is not built yet: bench/storage/README.md measured it)");
 }
 
 fn ingest(r: &Results) {

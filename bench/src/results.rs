@@ -45,6 +45,8 @@ pub struct Results {
     pub accept_to_provider: AcceptToProvider,
     /// 2
     pub claim_latency: ClaimLatency,
+    /// 10
+    pub retention: crate::retention::Retention,
     /// 7
     pub cpu: Cpu,
     /// The load average after the run (1, 5 and 15 minutes).
