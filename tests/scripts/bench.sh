@@ -5,7 +5,8 @@
 #   tests/scripts/bench.sh            full run, optimized build (profile bench-fast)
 #   tests/scripts/bench.sh --quick    small run, debug build (the CI smoke test)
 #
-# Any other arguments go to the bench binary (--peer, --no-peer). BENCH_PROFILE overrides
+# Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
+# beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
 # the cargo profile (dev, release, bench-fast). With DATABASE_URL set, that server is used
 # instead (the benchmark creates and drops its own databases on it).
 set -euo pipefail
