@@ -16,8 +16,8 @@ use crate::stats::rounded;
 use crate::worked::open_stores;
 use crate::Plan;
 
-/// The default retention, in days (the sweeper's `RETENTION_DAYS`).
-const RETENTION_DAYS: u32 = 30;
+/// The sweeper's default `RETENTION_DAYS`.
+const RETENTION_DAYS: u32 = shared::sweeper::SweeperConfig::DEFAULT_RETENTION_DAYS;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Retention {

@@ -215,6 +215,23 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
         .get(0)
 }
 
+/// The queue rows of the jobs a fixture just inserted, as ingest writes them beside each
+/// record (insert_jobs.sql): a CTE to end a `WITH jobs AS (INSERT INTO notification_jobs …
+/// RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts)`.
+pub const QUEUE_JOBS: &str = "
+    INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts)
+    SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts FROM jobs";
+
+/// Every migration before `version` (e.g. `"0011"`): a database as a deployed release left
+/// it, for tests of the migration that follows.
+pub fn migrations_before(version: &str) -> Vec<(&'static str, &'static str)> {
+    shared::migrate::MIGRATIONS
+        .iter()
+        .copied()
+        .filter(|(name, _)| name.as_bytes() < version.as_bytes())
+        .collect()
+}
+
 /// Inserts `n` due jobs, each of its own organization (fast fixtures for the claim tests);
 /// returns ids.
 pub async fn insert_due_jobs(client: &Client, n: i64) -> Vec<uuid::Uuid> {

@@ -212,23 +212,21 @@ pub async fn insert_jobs(
 ) -> Vec<(uuid::Uuid, Value)> {
     let channels: Vec<&str> = jobs.iter().map(|(c, _)| c.as_str()).collect();
     let payloads: Vec<Value> = jobs.iter().map(|(_, p)| p.clone()).collect();
+    let sql = format!(
+        "WITH jobs AS (
+             INSERT INTO notification_jobs (organization_id, channel, payload, max_attempts,
+                                            next_attempt_at)
+             SELECT gen_random_uuid(), c, p, $3, now() - interval '1 second'
+             FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(c, p, n)
+             ORDER BY n
+             RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
+         ),
+         queued AS ({})
+         SELECT id, payload FROM jobs",
+        crate::QUEUE_JOBS
+    );
     client
-        .query(
-            "WITH jobs AS (
-                 INSERT INTO notification_jobs (organization_id, channel, payload, max_attempts,
-                                                next_attempt_at)
-                 SELECT gen_random_uuid(), c, p, $3, now() - interval '1 second'
-                 FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(c, p, n)
-                 ORDER BY n
-                 RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
-             ),
-             queued AS (
-                 INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts)
-                 SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts FROM jobs
-             )
-             SELECT id, payload FROM jobs",
-            &[&channels, &payloads, &max_attempts],
-        )
+        .query(&sql, &[&channels, &payloads, &max_attempts])
         .await
         .expect("insert fixture jobs")
         .iter()

@@ -206,11 +206,7 @@ type Standing = (
 async fn the_queue_leaves_the_job_table_with_every_open_job() {
     let db = TestDb::empty().await;
     let mut client = db.client().await;
-    let before: Vec<_> = MIGRATIONS
-        .iter()
-        .copied()
-        .filter(|(name, _)| name.as_bytes() < b"0011".as_slice())
-        .collect();
+    let before = integration_tests::migrations_before("0011");
     migrate::run_files(&mut client, &before).await.unwrap();
     client
         .batch_execute(

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use integration_tests::TestDb;
-use shared::migrate::{self, MIGRATIONS};
+use shared::migrate;
 use shared::store::{Decision, JobStore, PgStore};
 use tokio::sync::Mutex;
 use uuid::Uuid;
@@ -74,11 +74,7 @@ fn finished_jobs() -> i64 {
 /// A database at 0010 with `finished` sent jobs over the last 29 days and `DUE` due ones.
 async fn deployed(db: &TestDb, finished: i64) {
     let mut client = db.client().await;
-    let before: Vec<_> = MIGRATIONS
-        .iter()
-        .copied()
-        .filter(|(name, _)| name.as_bytes() < b"0011".as_slice())
-        .collect();
+    let before = integration_tests::migrations_before("0011");
     migrate::run_files(&mut client, &before).await.unwrap();
     client
         .execute(

@@ -31,21 +31,18 @@ async fn clear_of_minute_end(client: &Client) {
 }
 
 async fn add_jobs(client: &Client, org: Uuid, n: i64, age_secs: f64) {
-    client
-        .execute(
-            "WITH jobs AS (
-                 INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
-                 SELECT $1, 'sms', jsonb_build_object('to', '+15555550100', 'message', 'm'),
-                        now() - make_interval(secs => $3) + g * interval '1 microsecond'
-                 FROM generate_series(1, $2::bigint) AS g
-                 RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
-             )
-             INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts)
-             SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts FROM jobs",
-            &[&org, &n, &age_secs],
-        )
-        .await
-        .unwrap();
+    let sql = format!(
+        "WITH jobs AS (
+             INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
+             SELECT $1, 'sms', jsonb_build_object('to', '+15555550100', 'message', 'm'),
+                    now() - make_interval(secs => $3) + g * interval '1 microsecond'
+             FROM generate_series(1, $2::bigint) AS g
+             RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
+         )
+         {}",
+        integration_tests::QUEUE_JOBS
+    );
+    client.execute(&sql, &[&org, &n, &age_secs]).await.unwrap();
 }
 
 async fn limited_store(db: &TestDb, per_minute: u32) -> PgStore {
