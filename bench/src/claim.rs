@@ -160,33 +160,42 @@ impl Finished {
 }
 
 /// Adds `n` finished jobs (9 in 10 sent, 1 in 10 dead after 5 attempts) finished `when`, each
-/// with its delivery row and a UUIDv7 id of its creation time (as ingest makes them), a
-/// million per statement, then settles.
+/// with its outcome row, its delivery row and a UUIDv7 id of its creation time (as ingest
+/// makes them), a million per statement, then settles.
 pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> {
     const CHUNK: i64 = 1_000_000;
     let sql = format!(
-        "WITH jobs AS (
-             INSERT INTO notification_jobs
-                 (id, organization_id, channel, payload, status, attempts, max_attempts, tries,
-                  next_attempt_at, created_at, updated_at, last_error)
-             SELECT {id}, '0b9d8c1e-0000-4000-8000-000000000001'::uuid, 'sms',
-                    jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
-                                       'message', 'Your invoice is paid'),
-                    CASE WHEN g % 10 = 0 THEN 'dead' ELSE 'sent' END::job_status,
-                    CASE WHEN g % 10 = 0 THEN 5 ELSE 1 END, 5,
-                    CASE WHEN g % 10 = 0 THEN 5 ELSE 1 END,
-                    t, t, t,
-                    CASE WHEN g % 10 = 0 THEN 'InvalidParameter: bench' END
+        "WITH src AS MATERIALIZED (
+             SELECT {id} AS id, g, t, CASE WHEN g % 10 = 0 THEN 5 ELSE 1 END AS attempts
              FROM generate_series($1::bigint, $2::bigint) AS g,
                   LATERAL (SELECT now() - make_interval(secs => $3::bigint + g % $4::bigint)
                                   AS t) AS ts
-             RETURNING id, attempts, status, updated_at
+         ),
+         jobs AS (
+             INSERT INTO notification_jobs
+                 (id, organization_id, channel, payload, next_attempt_at, created_at,
+                  updated_at)
+             SELECT id, '0b9d8c1e-0000-4000-8000-000000000001'::uuid, 'sms',
+                    jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
+                                       'message', 'Your invoice is paid'),
+                    t, t, t
+             FROM src
+         ),
+         ended AS (
+             INSERT INTO job_outcomes
+                 (job_id, organization_id, created_at, status, attempts, max_attempts, tries,
+                  next_attempt_at, last_error, updated_at)
+             SELECT id, '0b9d8c1e-0000-4000-8000-000000000001'::uuid, t,
+                    CASE attempts WHEN 1 THEN 'sent' ELSE 'dead' END::job_status,
+                    attempts, 5, attempts, t,
+                    CASE attempts WHEN 1 THEN NULL ELSE 'InvalidParameter: bench' END, t
+             FROM src
          )
          INSERT INTO notification_deliveries
              (job_id, attempt, provider, provider_message_id, outcome, started_at, finished_at)
          SELECT id, attempts, 'sns', id::text,
-                CASE status WHEN 'sent' THEN 'sent' ELSE 'dead' END, updated_at, updated_at
-         FROM jobs",
+                CASE attempts WHEN 1 THEN 'sent' ELSE 'dead' END, t, t
+         FROM src",
         id = crate::db::uuid_v7("t")
     );
     let mut from = 1;

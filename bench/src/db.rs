@@ -20,6 +20,15 @@ pub fn uuid_v7(t: &str) -> String {
 }
 pub const PEER_DB: &str = "notif_bench_peer";
 
+/// The tables a job is written to: its record, its queue row while open, its outcome row
+/// once finished, one delivery row per attempt.
+pub const JOB_TABLES: [&str; 4] = [
+    "notification_jobs",
+    "job_queue",
+    "job_outcomes",
+    "notification_deliveries",
+];
+
 pub struct Bench {
     /// The benchmark database, as a URL (for pgbench) and as a config (for our code).
     pub url: String,
@@ -76,7 +85,7 @@ impl Bench {
     /// (CASCADE: provider feedback and suppressions name jobs by foreign key).
     pub async fn truncate(&self) -> Result<()> {
         self.client
-            .batch_execute("TRUNCATE notification_jobs, job_queue, notification_deliveries CASCADE")
+            .batch_execute(&format!("TRUNCATE {} CASCADE", JOB_TABLES.join(", ")))
             .await
             .context("truncate")?;
         Ok(())
@@ -99,10 +108,14 @@ impl Bench {
                         END,
                         now() - interval '1 second'
                  FROM generate_series(1, $1::bigint) AS g
-                 RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
+                 RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
+                           created_at
                  )
-                 INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts)
-                 SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts FROM jobs",
+                 INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
+                                        max_attempts, created_at)
+                 SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts,
+                        created_at
+                 FROM jobs",
                     id = uuid_v7("clock_timestamp()")
                 ),
                 &[&n],
@@ -114,7 +127,7 @@ impl Bench {
 
     /// Statistics fresh, visibility map set, dirty pages flushed: every run starts alike.
     pub async fn settle(&self) -> Result<()> {
-        for table in ["notification_jobs", "job_queue", "notification_deliveries"] {
+        for table in JOB_TABLES {
             self.client
                 .batch_execute(&format!("VACUUM ANALYZE {table}"))
                 .await
@@ -137,10 +150,9 @@ impl Bench {
         let row = self
             .client
             .query_one(
-                "SELECT count(*) FILTER (WHERE status = 'sent'),
+                "SELECT (SELECT count(*) FROM job_outcomes WHERE status = 'sent'),
                         (SELECT count(*) FROM job_queue),
-                        (SELECT count(*) FROM notification_deliveries)
-                 FROM notification_jobs",
+                        (SELECT count(*) FROM notification_deliveries)",
                 &[],
             )
             .await

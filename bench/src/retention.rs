@@ -29,7 +29,7 @@ pub struct Retention {
     #[serde(serialize_with = "rounded::<2, _>")]
     pub secs: f64,
     pub wal_bytes: i64,
-    /// VACUUM of the job and delivery tables afterwards (what autovacuum would owe).
+    /// VACUUM of the job tables afterwards (what autovacuum would owe).
     #[serde(serialize_with = "rounded::<2, _>")]
     pub vacuum_secs: f64,
     pub vacuum_wal_bytes: i64,
@@ -66,7 +66,7 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<Retention> {
         plan.retention_jobs
     );
     let started = Instant::now();
-    for table in ["notification_jobs", "notification_deliveries"] {
+    for table in crate::db::JOB_TABLES {
         bench
             .client
             .batch_execute(&format!("VACUUM {table}"))

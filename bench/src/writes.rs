@@ -15,8 +15,8 @@
 //!   cluster-wide: autovacuum during the run counts, and so would other work on the server
 //!   (the benchmark's own cluster has none). Vacuum after the run is not in it.
 //! - heap tuples: `n_tup_ins + n_tup_upd + n_tup_del` over every user table of the database
-//!   (`pg_stat_user_tables`; ours: job_queue, notification_jobs, notification_deliveries and anything
-//!   else the worker writes; graphile-worker: its schema's tables), HOT updates
+//!   (`pg_stat_user_tables`; ours: `db::JOB_TABLES` and anything else the worker writes;
+//!   graphile-worker: its schema's tables), HOT updates
 //!   (`n_tup_hot_upd`) apart. Read from a separate connection once the run's sessions have
 //!   ended (a session flushes its counters as it ends) and two readings agree.
 //! - index entries: the B-tree tuple inserts in the WAL of the window (`pg_walinspect`:

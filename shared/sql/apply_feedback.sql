@@ -23,7 +23,19 @@ effects AS (
     FROM matched
     GROUP BY job_id
 ),
-changed AS (
+-- the job's outcome row; for a job that ended before 0012, its record (0012_job_outcomes.sql)
+changed_outcome AS (
+    UPDATE job_outcomes AS o
+    SET status     = CASE WHEN e.bounced THEN 'bounced'::job_status
+                          ELSE 'delivered'::job_status END,
+        updated_at = coalesce($1::timestamptz, now())
+    FROM effects AS e
+    WHERE o.job_id = e.job_id
+      AND ((e.bounced AND o.status IN ('sent', 'delivered'))
+           OR (NOT e.bounced AND e.delivered AND o.status = 'sent'))
+    RETURNING o.job_id
+),
+changed_record AS (
     UPDATE notification_jobs AS j
     SET status     = CASE WHEN e.bounced THEN 'bounced'::job_status
                           ELSE 'delivered'::job_status END,
@@ -50,6 +62,7 @@ suppressed AS (
     RETURNING recipient
 )
 SELECT m.kind,
-       (SELECT count(*) FROM changed)::int AS jobs_changed,
+       ((SELECT count(*) FROM changed_outcome)
+        + (SELECT count(*) FROM changed_record))::int AS jobs_changed,
        (SELECT count(*) FROM suppressed)::int AS suppressed
 FROM matched AS m

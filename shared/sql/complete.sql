@@ -22,70 +22,78 @@ WITH input AS (
               started_at, finished_at)
 ),
 -- Only a job still claimed under the caller's token changes (its queue row holds the token).
--- A final outcome ends it: the queue row goes.
+-- A final outcome ends it: the queue row goes, and its outcome row is written
+-- (0012_job_outcomes.sql). The job's record (notification_jobs) is not written.
 finished AS (
     DELETE FROM job_queue AS q
     USING input AS i
     WHERE q.id = i.job_id
       AND q.claim_token = i.claim_token
       AND i.outcome NOT IN ('retry', 'held')
-    RETURNING q.id, q.attempts, q.tries, NULL::timestamptz AS next_attempt_at
+    RETURNING q.id, q.organization_id, q.created_at, q.attempts, q.max_attempts, q.tries,
+              q.next_attempt_at, i.outcome, i.error_code, i.error_message
+),
+ended AS (
+    INSERT INTO job_outcomes (job_id, organization_id, created_at, status, attempts,
+                              max_attempts, tries, next_attempt_at, last_error, updated_at)
+    SELECT id, organization_id, created_at,
+           CASE WHEN outcome = 'sent' THEN 'sent'::job_status ELSE 'dead'::job_status END,
+           attempts, max_attempts, tries, next_attempt_at,
+           CASE WHEN outcome = 'sent' THEN NULL
+                ELSE concat_ws(': ', error_code, error_message) END,
+           coalesce($2::timestamptz, now())
+    FROM finished
 ),
 -- A retry puts it back in line. held: not the message's fault (account trouble, an
--- outage): the attempt its claim took is given back.
+-- outage): the attempt its claim took is given back. Either way the job stands `failed`
+-- (it has been tried) with this attempt's error.
 requeued AS (
     UPDATE job_queue AS q
     SET attempts        = CASE WHEN i.outcome = 'held' THEN GREATEST(q.attempts - 1, 0)
                                ELSE q.attempts END,
         next_attempt_at = COALESCE(i.retry_at, q.next_attempt_at),
         claim_token     = NULL,
-        claimed_at      = NULL
+        claimed_at      = NULL,
+        last_error      = concat_ws(': ', i.error_code, i.error_message),
+        updated_at      = coalesce($2::timestamptz, now())
     FROM input AS i
     WHERE q.id = i.job_id
       AND q.claim_token = i.claim_token
       AND i.outcome IN ('retry', 'held')
-    RETURNING q.id, q.attempts, q.tries, q.next_attempt_at
+    RETURNING q.id
 ),
 applied AS (
-    SELECT * FROM finished
+    SELECT id FROM finished
     UNION ALL
-    SELECT * FROM requeued
+    SELECT id FROM requeued
 ),
--- the job's record at rest: where it stands after this attempt
-stands AS (
-    UPDATE notification_jobs AS j
-    SET status          = CASE i.outcome
-                              WHEN 'sent' THEN 'sent'::job_status
-                              WHEN 'retry' THEN 'failed'::job_status
-                              WHEN 'held' THEN 'failed'::job_status
-                              ELSE 'dead'::job_status
-                          END,
-        attempts        = a.attempts,
-        tries           = a.tries,
-        next_attempt_at = COALESCE(a.next_attempt_at, j.next_attempt_at),
-        last_error      = CASE WHEN i.outcome = 'sent' THEN NULL
-                               ELSE concat_ws(': ', i.error_code, i.error_message) END,
-        updated_at      = coalesce($2::timestamptz, now())
-    FROM applied AS a
-    JOIN input AS i ON i.job_id = a.id
-    WHERE j.id = a.id
-),
+-- An applied attempt's delivery row is new: its try number came with the claim the token
+-- still holds (a plain insert, nothing to check)
 recorded AS (
+    INSERT INTO notification_deliveries
+        (job_id, attempt, provider, provider_message_id, error_code, error_message,
+         outcome, fenced, started_at, finished_at)
+    SELECT i.job_id, i.attempt, i.provider, i.provider_message_id, i.error_code,
+           i.error_message, i.outcome, false, i.started_at, i.finished_at
+    FROM input AS i
+    JOIN applied AS a ON a.id = i.job_id
+),
+-- A fenced one's may not be: the sweeper that took the claim back wrote a 'lost' row for
+-- this attempt. Keep it, and add what the late worker learnt (the provider may have
+-- accepted the message after all).
+recorded_late AS (
     INSERT INTO notification_deliveries AS d
         (job_id, attempt, provider, provider_message_id, error_code, error_message,
          outcome, fenced, started_at, finished_at)
     SELECT i.job_id, i.attempt, i.provider, i.provider_message_id, i.error_code,
-           i.error_message, i.outcome, a.id IS NULL, i.started_at, i.finished_at
+           i.error_message, i.outcome, true, i.started_at, i.finished_at
     FROM input AS i
-    LEFT JOIN applied AS a ON a.id = i.job_id
-    -- the sweeper already wrote a 'lost' row for this attempt: keep it, and add what
-    -- the late worker learnt (the provider may have accepted the message after all)
+    WHERE i.job_id NOT IN (SELECT id FROM applied)
     ON CONFLICT (job_id, attempt) DO UPDATE
     SET provider_message_id = COALESCE(d.provider_message_id, EXCLUDED.provider_message_id),
         error_message       = concat_ws('; ', d.error_message,
                                         'late completion: ' || EXCLUDED.outcome),
         fenced              = true
-    RETURNING 1
 ),
 claimed AS (
     -- claim.sql, unchanged: its $1 and $2 are this statement's

@@ -1,6 +1,7 @@
 -- Expire up to $1 jobs still waiting (pending or failed, held ones included) whose expiry is
--- at or before $2 (the current time; NULL: now()): final status `expired`, and a delivery row
--- saying why. SKIP LOCKED: never waits on a claimer. A job being delivered is left to finish.
+-- at or before $2 (the current time; NULL: now()): final status `expired` (its outcome row),
+-- and a delivery row saying why. SKIP LOCKED: never waits on a claimer. A job being
+-- delivered is left to finish.
 WITH doomed AS (
     DELETE FROM job_queue AS q
     WHERE q.id IN (SELECT id
@@ -10,18 +11,16 @@ WITH doomed AS (
                    ORDER BY expires_at
                    LIMIT $1
                    FOR UPDATE SKIP LOCKED)
-    RETURNING q.id, GREATEST(q.tries, q.attempts) + 1 AS tries, q.attempts
+    RETURNING q.id, q.organization_id, q.created_at, q.channel, q.attempts, q.max_attempts,
+              GREATEST(q.tries, q.attempts) + 1 AS tries, q.next_attempt_at, q.expires_at
 ),
 expired AS (
-    UPDATE notification_jobs AS j
-    SET status     = 'expired',
-        attempts   = d.attempts,
-        tries      = d.tries,
-        last_error = 'expired: not delivered by ' || j.expires_at,
-        updated_at = coalesce($2::timestamptz, now())
-    FROM doomed AS d
-    WHERE j.id = d.id
-    RETURNING j.id, j.channel, j.tries, j.expires_at
+    INSERT INTO job_outcomes (job_id, organization_id, created_at, status, attempts,
+                              max_attempts, tries, next_attempt_at, last_error, updated_at)
+    SELECT id, organization_id, created_at, 'expired', attempts, max_attempts, tries,
+           next_attempt_at, 'expired: not delivered by ' || expires_at,
+           coalesce($2::timestamptz, now())
+    FROM doomed
 ),
 recorded AS (
     INSERT INTO notification_deliveries
@@ -29,8 +28,8 @@ recorded AS (
     SELECT id, tries, CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END, 'Expired',
            'expired: not delivered by ' || expires_at, 'expired',
            coalesce($2::timestamptz, now()), coalesce($2::timestamptz, now())
-    FROM expired
+    FROM doomed
     ON CONFLICT (job_id, attempt) DO NOTHING
     RETURNING 1
 )
-SELECT count(*) AS expired FROM expired
+SELECT count(*) AS expired FROM doomed

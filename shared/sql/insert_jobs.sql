@@ -30,14 +30,14 @@ inserted AS (
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL
     DO NOTHING
     RETURNING id, organization_id, channel, payload, trace_header, status::text,
-              next_attempt_at, expires_at, max_attempts
+              next_attempt_at, expires_at, max_attempts, created_at
 ),
 -- each accepted job's queue row (0011_job_queue.sql): all the claim reads
 queued AS (
     INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
-                           next_attempt_at, expires_at, max_attempts)
+                           next_attempt_at, expires_at, max_attempts, created_at, updated_at)
     SELECT id, organization_id, channel, payload, trace_header, next_attempt_at, expires_at,
-           max_attempts
+           max_attempts, created_at, created_at
     FROM inserted
 )
 SELECT id, status, next_attempt_at, false AS suppressed FROM inserted

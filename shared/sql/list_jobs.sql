@@ -1,19 +1,56 @@
 -- One page of an organization's jobs, oldest first, after the cursor (created_at, id);
 -- $3/$4 NULL for the first page, $2 NULL for every status. Jobs as they stand (job_states).
--- The status filter compares the record's own column (recorded_status), so a filtered page
--- reads notification_jobs_listing_by_status instead of walking every job of the
--- organization. Each statement is planned with its parameters' values, so only the branch
--- of $2 that applies is planned. `processing` is a job whose record says pending or failed
--- and whose claim is set.
-SELECT id, channel, payload ->> 'to' AS recipient, status::text AS status, attempts,
-       max_attempts, next_attempt_at, created_at, updated_at, last_error
-FROM job_states
-WHERE organization_id = $1
-  AND ($2::text IS NULL
-       OR ($2::text = 'processing' AND recorded_status IN ('pending', 'failed')
-           AND claim_token IS NOT NULL)
-       OR ($2::text <> 'processing' AND recorded_status = $2::text::job_status
-           AND claim_token IS NULL))
-  AND ($3::timestamptz IS NULL OR (created_at, id) > ($3, $4::uuid))
-ORDER BY created_at, id
-LIMIT $5
+-- Each statement is planned with its parameters' values, so only the branch of $2 that
+-- applies is planned; each reads one index in page order, so a filtered page reads about
+-- as many rows as it returns, not every job of the organization:
+--  * every status: the records (notification_jobs_listing);
+--  * an open status (pending, failed, processing): the queue (job_queue_listing), open jobs
+--    only, with the status job_states gives them;
+--  * a final status: the outcome rows (job_outcomes_listing), and the records of jobs that
+--    ended before 0012 (notification_jobs_listing_by_status: no record changes to a final
+--    status since).
+WITH page AS (
+    (SELECT j.id, j.created_at
+     FROM notification_jobs AS j
+     WHERE $2::text IS NULL
+       AND j.organization_id = $1
+       AND ($3::timestamptz IS NULL OR (j.created_at, j.id) > ($3, $4::uuid))
+     ORDER BY j.created_at, j.id
+     LIMIT $5)
+    UNION ALL
+    (SELECT q.id, q.created_at
+     FROM job_queue AS q
+     WHERE $2::text IN ('pending', 'failed', 'processing')
+       AND q.organization_id = $1
+       AND ($3::timestamptz IS NULL OR (q.created_at, q.id) > ($3, $4::uuid))
+       AND $2::text = CASE WHEN q.claim_token IS NOT NULL THEN 'processing'
+                           WHEN q.last_error IS NOT NULL THEN 'failed'
+                           ELSE 'pending' END
+     ORDER BY q.created_at, q.id
+     LIMIT $5)
+    UNION ALL
+    (SELECT o.job_id, o.created_at
+     FROM job_outcomes AS o
+     WHERE $2::text NOT IN ('pending', 'failed', 'processing')
+       AND o.organization_id = $1
+       AND o.status = $2::text::job_status
+       AND ($3::timestamptz IS NULL OR (o.created_at, o.job_id) > ($3, $4::uuid))
+     ORDER BY o.created_at, o.job_id
+     LIMIT $5)
+    UNION ALL
+    (SELECT j.id, j.created_at
+     FROM notification_jobs AS j
+     WHERE $2::text NOT IN ('pending', 'failed', 'processing')
+       AND j.organization_id = $1
+       AND j.status = $2::text::job_status
+       AND ($3::timestamptz IS NULL OR (j.created_at, j.id) > ($3, $4::uuid))
+     ORDER BY j.created_at, j.id
+     LIMIT $5)
+    ORDER BY created_at, id
+    LIMIT $5
+)
+SELECT s.id, s.channel, s.payload ->> 'to' AS recipient, s.status::text AS status, s.attempts,
+       s.max_attempts, s.next_attempt_at, s.created_at, s.updated_at, s.last_error
+FROM page
+JOIN job_states AS s ON s.id = page.id
+ORDER BY page.created_at, page.id

@@ -1,22 +1,31 @@
 -- Requeue a dead job: due now, with a fresh budget of as many attempts as it had, on top of
 -- those it used (attempt numbers keep counting, so its delivery history stays). It goes back
--- in the queue (job_queue) in the same statement.
-WITH revived AS (
+-- in the queue (job_queue) in the same statement, and its end is undone: its outcome row is
+-- deleted, or, for a job that ended before 0012 (its final status on its record), the record
+-- says pending again.
+WITH ended AS (
+    DELETE FROM job_outcomes
+    WHERE job_id = $1 AND organization_id = $2 AND status = 'dead'
+    RETURNING job_id AS id, attempts, max_attempts, tries
+),
+ended_before AS (
     UPDATE notification_jobs
-    SET status = 'pending',
-        max_attempts = attempts + max_attempts,
-        next_attempt_at = now(),
-        last_error = NULL,
-        updated_at = now()
+    SET status = 'pending', updated_at = now()
     WHERE id = $1 AND organization_id = $2 AND status = 'dead'
-    RETURNING id, organization_id, channel, payload, trace_header, status, next_attempt_at,
-              expires_at, attempts, max_attempts, tries
+    RETURNING id, attempts, max_attempts, tries
+),
+revived AS (
+    SELECT e.id, e.attempts, e.max_attempts, e.tries
+    FROM (SELECT * FROM ended UNION ALL SELECT * FROM ended_before) AS e
 ),
 queued AS (
     INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
-                           next_attempt_at, expires_at, attempts, max_attempts, tries)
-    SELECT id, organization_id, channel, payload, trace_header, next_attempt_at, expires_at,
-           attempts, max_attempts, tries
-    FROM revived
+                           next_attempt_at, expires_at, attempts, max_attempts, tries,
+                           created_at, updated_at)
+    SELECT j.id, j.organization_id, j.channel, j.payload, j.trace_header, now(), j.expires_at,
+           r.attempts, r.attempts + r.max_attempts, r.tries, j.created_at, now()
+    FROM revived AS r
+    JOIN notification_jobs AS j ON j.id = r.id
+    RETURNING id, next_attempt_at
 )
-SELECT id, status::text AS status, next_attempt_at FROM revived
+SELECT id, 'pending' AS status, next_attempt_at FROM queued

@@ -2,7 +2,8 @@
 -- (the current time; NULL: now()).
 -- SKIP LOCKED: two sweepers, or a sweeper beside a completing worker, never wait on each other.
 -- The claim is cleared (or the queue row gone), so the lost worker's late completion is
--- fenced.
+-- fenced. No index names the claim (0013_hot_claim.sql): this reads the queue, open jobs
+-- only, once a minute.
 WITH stuck AS (
     SELECT id, claimed_at
     FROM job_queue
@@ -18,30 +19,36 @@ buried AS (
     USING stuck
     WHERE q.id = stuck.id
       AND q.attempts >= q.max_attempts
-    RETURNING q.id, q.attempts, q.tries, stuck.claimed_at, 'dead'::job_status AS status
+    RETURNING q.id, q.organization_id, q.created_at, q.channel, q.attempts, q.max_attempts,
+              q.tries, stuck.claimed_at
+),
+ended AS (
+    INSERT INTO job_outcomes (job_id, organization_id, created_at, status, attempts,
+                              max_attempts, tries, next_attempt_at, last_error, updated_at)
+    SELECT id, organization_id, created_at, 'dead', attempts, max_attempts, tries,
+           coalesce($3::timestamptz, now()), 'worker lost: processing since ' || claimed_at,
+           coalesce($3::timestamptz, now())
+    FROM buried
 ),
 -- otherwise due again at once
 requeued AS (
     UPDATE job_queue AS q
     SET next_attempt_at = coalesce($3::timestamptz, now()),
         claim_token     = NULL,
-        claimed_at      = NULL
+        claimed_at      = NULL,
+        last_error      = 'worker lost: processing since ' || stuck.claimed_at,
+        updated_at      = coalesce($3::timestamptz, now())
     FROM stuck
     WHERE q.id = stuck.id
       AND q.attempts < q.max_attempts
-    RETURNING q.id, q.attempts, q.tries, stuck.claimed_at, 'failed'::job_status AS status
+    RETURNING q.id, q.channel, q.attempts, q.tries, stuck.claimed_at
 ),
 swept AS (
-    UPDATE notification_jobs AS j
-    SET status          = s.status,
-        attempts        = s.attempts,
-        tries           = s.tries,
-        next_attempt_at = coalesce($3::timestamptz, now()),
-        last_error      = 'worker lost: processing since ' || s.claimed_at,
-        updated_at      = coalesce($3::timestamptz, now())
-    FROM (SELECT * FROM buried UNION ALL SELECT * FROM requeued) AS s
-    WHERE j.id = s.id
-    RETURNING j.id, j.channel, GREATEST(s.tries, s.attempts) AS try, s.claimed_at, s.status
+    SELECT id, channel, GREATEST(tries, attempts) AS try, claimed_at, 'dead' AS status
+    FROM buried
+    UNION ALL
+    SELECT id, channel, GREATEST(tries, attempts), claimed_at, 'failed'
+    FROM requeued
 ),
 recorded AS (
     INSERT INTO notification_deliveries

@@ -129,19 +129,17 @@ impl Job {
             "sms" => "jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'), 'message', 'hi')",
             _ => "jsonb_build_object('to', 'user' || g || '@example.com', 'subject', 'Hi', 'text', 'hi')",
         };
-        // The record in notification_jobs, and for an open job (pending, failed or
-        // processing) its queue row, as ingest and the claim write them (0011_job_queue.sql):
-        // a claimed job's record says what it said before its claim.
+        // The record in notification_jobs as ingest writes it (pending), and where the job
+        // stands as the worker leaves it: an open job (pending, failed or processing) its
+        // queue row (0011_job_queue.sql), a finished one its outcome row
+        // (0012_job_outcomes.sql).
         let sql = format!(
             "WITH jobs AS (
                  INSERT INTO notification_jobs
-                     (organization_id, channel, payload, status, attempts, max_attempts,
+                     (organization_id, channel, payload, attempts, max_attempts,
                       next_attempt_at, created_at, updated_at, expires_at)
                  SELECT CASE WHEN $11 THEN gen_random_uuid() ELSE $1 END, $2, {payload},
-                        CASE WHEN $3 <> 'processing' THEN $3::text::job_status
-                             WHEN $4 <= 1 THEN 'pending'::job_status
-                             ELSE 'failed'::job_status END,
-                        $4, $5,
+                        0, $5,
                         now() + make_interval(secs => $6),
                         now() - make_interval(secs => $8) + g * interval '1 microsecond',
                         now() - make_interval(secs => $9),
@@ -149,19 +147,30 @@ impl Job {
                  FROM generate_series(1, $10::bigint) AS g
                  ORDER BY g
                  RETURNING id, organization_id, channel, payload, next_attempt_at,
-                           expires_at, attempts, max_attempts, created_at
+                           expires_at, max_attempts, created_at, updated_at
              ),
              queued AS (
                  INSERT INTO job_queue
                      (id, organization_id, channel, payload, next_attempt_at, expires_at,
-                      attempts, max_attempts, tries, claim_token, claimed_at)
+                      attempts, max_attempts, tries, claim_token, claimed_at, created_at,
+                      updated_at, last_error)
                  SELECT id, organization_id, channel, payload, next_attempt_at, expires_at,
-                        attempts,
-                        max_attempts, attempts,
+                        $4, max_attempts, $4,
                         CASE WHEN $7::float8 IS NULL THEN NULL ELSE gen_random_uuid() END,
-                        now() - make_interval(secs => $7)
+                        now() - make_interval(secs => $7), created_at, updated_at,
+                        -- job_states: a job whose last attempt failed is `failed`
+                        CASE WHEN $3 = 'failed' THEN 'Throttling: factory' END
                  FROM jobs
                  WHERE $3 IN ('pending', 'failed', 'processing')
+             ),
+             ended AS (
+                 INSERT INTO job_outcomes
+                     (job_id, organization_id, created_at, status, attempts, max_attempts,
+                      tries, next_attempt_at, updated_at)
+                 SELECT id, organization_id, created_at, $3::text::job_status, $4,
+                        max_attempts, $4, next_attempt_at, updated_at
+                 FROM jobs
+                 WHERE $3 NOT IN ('pending', 'failed', 'processing')
              )
              SELECT id FROM jobs ORDER BY created_at"
         );
@@ -209,10 +218,8 @@ pub async fn steal_claim(client: &Client, id: Uuid) {
 pub async fn make_retries_due(client: &Client) -> u64 {
     client
         .execute(
-            "UPDATE job_queue AS q SET next_attempt_at = now()
-             FROM notification_jobs AS j
-             WHERE j.id = q.id AND j.status = 'failed' AND q.claim_token IS NULL
-               AND q.next_attempt_at > now()",
+            "UPDATE job_queue SET next_attempt_at = now()
+             WHERE last_error IS NOT NULL AND claim_token IS NULL AND next_attempt_at > now()",
             &[],
         )
         .await

@@ -217,10 +217,13 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
 
 /// The queue rows of the jobs a fixture just inserted, as ingest writes them beside each
 /// record (insert_jobs.sql): a CTE to end a `WITH jobs AS (INSERT INTO notification_jobs …
-/// RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts)`.
+/// RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
+/// created_at)`.
 pub const QUEUE_JOBS: &str = "
-    INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts)
-    SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts FROM jobs";
+    INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts,
+                           created_at)
+    SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts, created_at
+    FROM jobs";
 
 /// Every migration before `version` (e.g. `"0011"`): a database as a deployed release left
 /// it, for tests of the migration that follows.

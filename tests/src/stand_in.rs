@@ -219,7 +219,8 @@ pub async fn insert_jobs(
              SELECT gen_random_uuid(), c, p, $3, now() - interval '1 second'
              FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(c, p, n)
              ORDER BY n
-             RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
+             RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
+                       created_at
          ),
          queued AS ({})
          SELECT id, payload FROM jobs",

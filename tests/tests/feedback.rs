@@ -50,7 +50,7 @@ async fn deliver(db: &TestDb, store: &PgStore, jobs: &[(Channel, Value)]) -> Vec
         let row = client
             .query_one(
                 "SELECT j.organization_id, d.provider_message_id
-                 FROM notification_jobs j JOIN notification_deliveries d ON d.job_id = j.id
+                 FROM job_states j JOIN notification_deliveries d ON d.job_id = j.id
                  WHERE j.id = $1 AND j.status = 'sent'",
                 &[&id],
             )
@@ -86,7 +86,7 @@ fn sms_event(name: &str, message_id: &str) -> Value {
 async fn status(client: &Client, id: Uuid) -> String {
     client
         .query_one(
-            "SELECT status::text, coalesce(last_error, '') FROM notification_jobs WHERE id = $1",
+            "SELECT status::text, coalesce(last_error, '') FROM job_states WHERE id = $1",
             &[&id],
         )
         .await
@@ -403,7 +403,7 @@ async fn a_queued_job_to_a_newly_suppressed_recipient_dies_without_a_provider_ca
     assert_eq!(summary.dead, 1);
     let row = client
         .query_one(
-            "SELECT status::text, last_error FROM notification_jobs WHERE id = $1",
+            "SELECT status::text, last_error FROM job_states WHERE id = $1",
             &[&id],
         )
         .await

@@ -366,3 +366,141 @@ async fn the_queue_leaves_the_job_table_with_every_open_job() {
         .await;
     assert!(old_claim.is_err(), "the old claim must fail after 0011");
 }
+
+/// The previous release's claim (shared/sql/claim.sql at 0011), trimmed to what the test
+/// needs back.
+const CLAIM_0011: &str = "
+    WITH due AS (
+        SELECT id FROM job_queue
+        WHERE claim_token IS NULL AND next_attempt_at <= now()
+        ORDER BY next_attempt_at LIMIT 10
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE job_queue AS q
+    SET attempts = q.attempts + 1, tries = GREATEST(q.tries, q.attempts) + 1,
+        claimed_at = now(), claim_token = gen_random_uuid()
+    FROM due WHERE q.id = due.id
+    RETURNING q.id, q.claim_token";
+
+/// The previous release's completion of a sent job (complete.sql at 0011, trimmed): the queue
+/// row goes and the record takes the final status.
+const SENT_0011: &str = "
+    WITH finished AS (
+        DELETE FROM job_queue AS q
+        WHERE q.id = $1 AND q.claim_token = $2
+        RETURNING q.id, q.attempts, q.tries
+    )
+    UPDATE notification_jobs AS j
+    SET status = 'sent', attempts = f.attempts, tries = f.tries, last_error = NULL,
+        updated_at = now()
+    FROM finished AS f WHERE j.id = f.id";
+
+/// 0012 copies no history: a job that ended before it keeps its final status on its record,
+/// and every read and change treats it as before, beside the jobs that end after it (an
+/// outcome row). The previous release's worker, still running while a deploy rolls out, keeps
+/// completing jobs its way, and those read the same.
+#[tokio::test]
+async fn jobs_that_ended_before_the_outcome_table_read_and_change_as_before() {
+    use shared::domain::JobStatus;
+    use shared::store::{JobStore, PgStore, Transition};
+
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    let org: uuid::Uuid = "00000000-0000-4000-8000-000000000012".parse().unwrap();
+    migrate::run_files(&mut client, &integration_tests::migrations_before("0012"))
+        .await
+        .unwrap();
+    // at 0011: three jobs that ended (one of them 40 days ago), one waiting in the queue
+    let ids: Vec<uuid::Uuid> = client
+        .query(
+            "WITH jobs AS (
+                 INSERT INTO notification_jobs
+                     (organization_id, channel, payload, status, attempts, tries,
+                      created_at, updated_at)
+                 SELECT $1, 'sms', jsonb_build_object('to', '+1555555010' || n), s::job_status,
+                        a, a, now() - make_interval(days => d) + n * interval '1 ms',
+                        now() - make_interval(days => d)
+                 FROM (VALUES (1, 'sent', 1, 40), (2, 'sent', 1, 1), (3, 'dead', 5, 1),
+                              (4, 'pending', 0, 1)) AS v(n, s, a, d)
+                 RETURNING id, organization_id, channel, payload, status, next_attempt_at,
+                           max_attempts, created_at
+             ),
+             queued AS (
+                 INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
+                                        max_attempts)
+                 SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts
+                 FROM jobs WHERE status = 'pending'
+             )
+             SELECT id FROM jobs ORDER BY created_at",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let (old_sent, sent, dead, waiting) = (ids[0], ids[1], ids[2], ids[3]);
+    // the previous release's worker claims the waiting job before the migration ...
+    let claim = client.query_one(CLAIM_0011, &[]).await.unwrap();
+    assert_eq!(claim.get::<_, uuid::Uuid>(0), waiting);
+    migrate::run(&mut client).await.unwrap();
+    // ... and completes it after (its way: the record's status)
+    let token: uuid::Uuid = claim.get(1);
+    assert_eq!(
+        client
+            .execute(SENT_0011, &[&waiting, &token])
+            .await
+            .unwrap(),
+        1
+    );
+    // a job that ends now: an outcome row
+    let new_sent = integration_tests::factory::Job::new()
+        .org(org)
+        .status(JobStatus::Sent)
+        .insert(&client)
+        .await;
+    let outcomes = integration_tests::count(&client, "SELECT count(*) FROM job_outcomes").await;
+    assert_eq!(
+        outcomes, 1,
+        "no history is copied: only the new job has an outcome row"
+    );
+
+    let store = PgStore::new(db.config.clone());
+    let status = |id| {
+        let store = &store;
+        async move { store.get(org, id).await.unwrap().expect("the job").status }
+    };
+    for id in [old_sent, sent, waiting, new_sent] {
+        assert_eq!(status(id).await, JobStatus::Sent, "{id}");
+    }
+    assert_eq!(status(dead).await, JobStatus::Dead);
+    let listed = |status| {
+        let store = &store;
+        async move {
+            let page = store.list(org, Some(status), None, 10).await.unwrap();
+            page.iter().map(|j| j.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed(JobStatus::Sent).await,
+        vec![old_sent, sent, waiting, new_sent],
+        "both kinds, in page order"
+    );
+    assert_eq!(listed(JobStatus::Dead).await, vec![dead]);
+
+    // requeue undoes the end of a job that ended before 0012 too
+    assert!(matches!(
+        store.requeue(org, dead).await.unwrap(),
+        Transition::Done(_)
+    ));
+    assert_eq!(status(dead).await, JobStatus::Pending);
+    assert_eq!(listed(JobStatus::Dead).await, Vec::<uuid::Uuid>::new());
+    assert_eq!(listed(JobStatus::Pending).await, vec![dead]);
+    let claimed = store.claim(10, None).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![dead]);
+
+    // retention deletes the job that ended 40 days ago, and nothing else
+    assert_eq!(store.prune(30, 100, None).await.unwrap(), 1);
+    assert!(store.get(org, old_sent).await.unwrap().is_none());
+    assert_eq!(status(sent).await, JobStatus::Sent);
+}

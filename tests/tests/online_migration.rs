@@ -253,7 +253,9 @@ async fn the_queue_moves_out_online_while_the_previous_release_works() {
     let accepted = DUE + latencies.len() as i64;
     let sent = integration_tests::count(
         &client,
-        &format!("SELECT count(*) FROM notification_jobs WHERE status = 'sent' AND organization_id = '{ORG}'"),
+        &format!(
+            "SELECT count(*) FROM job_states WHERE status = 'sent' AND organization_id = '{ORG}'"
+        ),
     )
     .await;
     assert_eq!(

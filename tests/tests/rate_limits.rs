@@ -37,7 +37,8 @@ async fn add_jobs(client: &Client, org: Uuid, n: i64, age_secs: f64) {
              SELECT $1, 'sms', jsonb_build_object('to', '+15555550100', 'message', 'm'),
                     now() - make_interval(secs => $3) + g * interval '1 microsecond'
              FROM generate_series(1, $2::bigint) AS g
-             RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts
+             RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
+                       created_at
          )
          {}",
         integration_tests::QUEUE_JOBS

@@ -269,6 +269,12 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
     let deliveries: i64 =
         integration_tests::count(&client, "SELECT count(*) FROM notification_deliveries").await;
     assert_eq!(deliveries, 4, "their delivery rows went with them");
+    let outcomes: i64 =
+        integration_tests::count(&client, "SELECT count(*) FROM job_outcomes").await;
+    assert_eq!(
+        outcomes, 1,
+        "their outcome rows too (the recent sent job's is left)"
+    );
 }
 
 /// A job past its expiry is never sent: the claim skips it, and the sweeper makes it

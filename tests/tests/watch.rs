@@ -378,7 +378,7 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
     assert_eq!(
         count(
             &client,
-            &format!("SELECT count(*) FROM notification_jobs WHERE id = '{email_id}' AND status = 'sent'")
+            &format!("SELECT count(*) FROM job_states WHERE id = '{email_id}' AND status = 'sent'")
         )
         .await,
         1

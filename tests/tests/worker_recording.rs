@@ -80,7 +80,7 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
     assert_eq!((summary.claimed, summary.sent, summary.batches), (5, 5, 1));
     let sent: i64 = integration_tests::count(
         &client,
-        "SELECT count(*) FROM notification_jobs WHERE status = 'sent'",
+        "SELECT count(*) FROM job_states WHERE status = 'sent'",
     )
     .await;
     assert_eq!(sent, 5);

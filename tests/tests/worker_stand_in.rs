@@ -90,7 +90,7 @@ async fn assert_each_delivered_once(
 ) {
     let not_sent: i64 = integration_tests::count(
         client,
-        "SELECT count(*) FROM notification_jobs WHERE status <> 'sent'",
+        "SELECT count(*) FROM job_states WHERE status <> 'sent'",
     )
     .await;
     assert_eq!(not_sent, 0, "every job is sent");

@@ -66,14 +66,14 @@ pub async fn install(client: &Client) {
 }
 
 /// The trigger function on job_queue. An AFTER ROW trigger runs once its statement is done,
-/// so the job's record (notification_jobs) it reads is as that statement left it.
+/// so where the job stands (job_states) is as that statement left it.
 const LOG_CLAIM: &str = "
     CREATE FUNCTION faults_log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
         record_status text;
         new_token uuid;
     BEGIN
-        SELECT j.status::text INTO record_status FROM notification_jobs AS j
+        SELECT j.recorded_status::text INTO record_status FROM job_states AS j
         WHERE j.id = CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END;
         record_status := coalesce(record_status, 'no record');
         new_token := CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.claim_token END;

@@ -1,7 +1,7 @@
 //! What the job tables say at the end of a scenario. A job's record is in notification_jobs
-//! (its status at rest: pending, failed after a retry, or final); an open job (pending or
-//! failed) also has one row in job_queue, whose claim token says a worker holds it and whose
-//! attempts, tries and due time are the live ones. A finished job has no queue row.
+//! (the accepted request); an open job (pending or failed) has one row in job_queue, whose
+//! claim token says a worker holds it and whose attempts, tries and due time are the live
+//! ones; a finished job has no queue row and one row in job_outcomes (its final status).
 
 use std::collections::HashMap;
 
@@ -9,9 +9,10 @@ use tokio_postgres::Client;
 use uuid::Uuid;
 
 /// Each job as it stands, to select from (`FROM ({STANDS}) j`): the view job_states
-/// (migration 0011: the record, with the live attempts, tries, budget and due time of an open
-/// job from its queue row, `processing` while that row holds a claim), its status as text,
-/// and whether it has a queue row (`queued`) at all.
+/// (migrations 0011 and 0012: the record, with the live attempts, tries, budget and due time
+/// of an open job from its queue row, `processing` while that row holds a claim, and a
+/// finished job's from its outcome row), its status as text, and whether it has a queue row
+/// (`queued`) at all.
 pub const STANDS: &str = "
     SELECT s.id, s.organization_id, s.channel, s.payload, s.status::text AS status,
            s.attempts, s.max_attempts, s.tries, s.next_attempt_at, s.updated_at,
@@ -59,17 +60,19 @@ pub async fn queue(client: &Client) -> Queue {
     }
 }
 
-/// Jobs whose record and queue disagree: an open record (pending or failed) without its
-/// queue row (never claimed again: lost), or a queue row whose record is final or missing.
+/// Jobs whose queue and outcome rows disagree (0012_job_outcomes.sql): a job with neither
+/// (never claimed again, never ended: lost), or a queue row with an outcome row beside it
+/// or no record.
 pub async fn queue_mismatches(client: &Client) -> u64 {
     crate::count(
         client,
         "SELECT (SELECT count(*) FROM notification_jobs j
                  WHERE j.status IN ('pending', 'failed')
-                   AND NOT EXISTS (SELECT 1 FROM job_queue q WHERE q.id = j.id))
+                   AND NOT EXISTS (SELECT 1 FROM job_queue q WHERE q.id = j.id)
+                   AND NOT EXISTS (SELECT 1 FROM job_outcomes o WHERE o.job_id = j.id))
               + (SELECT count(*) FROM job_queue q
-                 WHERE NOT EXISTS (SELECT 1 FROM notification_jobs j
-                                   WHERE j.id = q.id AND j.status IN ('pending', 'failed')))",
+                 WHERE NOT EXISTS (SELECT 1 FROM notification_jobs j WHERE j.id = q.id)
+                    OR EXISTS (SELECT 1 FROM job_outcomes o WHERE o.job_id = q.id))",
     )
     .await as u64
 }

@@ -67,9 +67,9 @@ pub async fn attempts_by_recipient(client: &Client) -> HashMap<String, Attempts>
                     count(d.*) FILTER (WHERE d.outcome = 'sent' AND NOT d.fenced),
                     count(d.*) FILTER (WHERE d.outcome = 'lost' OR d.fenced
                                           OR d.error_code = ANY($1))
-             FROM notification_jobs j
+             FROM job_states j
              LEFT JOIN notification_deliveries d ON d.job_id = j.id
-             GROUP BY j.id",
+             GROUP BY j.id, j.payload, j.status",
             &[&&UNANSWERED[..]],
         )
         .await
