@@ -285,7 +285,7 @@ async fn the_queue_moves_out_online_while_the_previous_release_works() {
         "the previous ingest is never blocked for long: {worst_insert:?}"
     );
     eprintln!(
-        "migration 0011: {migration_time:?}; previous worker sent {old_sent} before it stopped \
+        "migrations 0011 to 0013: {migration_time:?}; previous worker sent {old_sent} before it stopped \
          ({why}), {} in flight; previous ingest: {} inserts, slowest {worst_insert:?}; \
          sent twice: {}",
         in_flight.len(),
