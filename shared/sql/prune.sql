@@ -8,6 +8,7 @@ WITH ended AS (
     SELECT job_id AS id
     FROM job_outcomes
     WHERE updated_at < coalesce($3::timestamptz, now()) - make_interval(days => $1)
+    ORDER BY updated_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ),

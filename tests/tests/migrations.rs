@@ -402,7 +402,7 @@ const SENT_0011: &str = "
 #[tokio::test]
 async fn jobs_that_ended_before_the_outcome_table_read_and_change_as_before() {
     use shared::domain::JobStatus;
-    use shared::store::{JobStore, PgStore, Transition};
+    use shared::store::{FeedbackStore, JobStore, PgStore, Transition};
 
     let db = TestDb::empty().await;
     let mut client = db.client().await;
@@ -488,6 +488,24 @@ async fn jobs_that_ended_before_the_outcome_table_read_and_change_as_before() {
     );
     assert_eq!(listed(JobStatus::Dead).await, vec![dead]);
 
+    // feedback on a job that ended before 0012: its record says delivered
+    client
+        .batch_execute(&format!(
+            "INSERT INTO notification_deliveries
+                 (job_id, attempt, provider, provider_message_id, outcome, started_at,
+                  finished_at)
+             VALUES ('{sent}', 1, 'sns', 'legacy-message', 'sent', now(), now());
+             INSERT INTO delivery_feedback
+                 (provider_message_id, channel, event_key, kind, suppresses, occurred_at,
+                  received_at, raw)
+             VALUES ('legacy-message', 'sms', 'k', 'delivery', false, now(), now(), '{{}}')"
+        ))
+        .await
+        .unwrap();
+    let applied = store.apply_waiting_feedback(None).await.unwrap();
+    assert_eq!(applied.jobs_changed, 1, "{applied:?}");
+    assert_eq!(status(sent).await, JobStatus::Delivered);
+
     // requeue undoes the end of a job that ended before 0012 too
     assert!(matches!(
         store.requeue(org, dead).await.unwrap(),
@@ -502,5 +520,5 @@ async fn jobs_that_ended_before_the_outcome_table_read_and_change_as_before() {
     // retention deletes the job that ended 40 days ago, and nothing else
     assert_eq!(store.prune(30, 100, None).await.unwrap(), 1);
     assert!(store.get(org, old_sent).await.unwrap().is_none());
-    assert_eq!(status(sent).await, JobStatus::Sent);
+    assert_eq!(status(sent).await, JobStatus::Delivered);
 }
