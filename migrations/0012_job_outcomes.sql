@@ -46,8 +46,8 @@ CREATE TABLE job_outcomes (
 CREATE INDEX job_outcomes_listing ON job_outcomes (organization_id, status, created_at, job_id);
 -- prune.sql: finished before the retention cutoff, oldest first. (A block-range index would
 -- cost no entry per job, but each batch of a LIMITed delete would scan again the ranges the
--- batches before it emptied: retention quadratic in a day's jobs. Partitions by day are the
--- way to drop this index.)
+-- batches before it emptied: a cost that grows with the square of a day's jobs. Partitions
+-- by day are the way to drop this index.)
 CREATE INDEX job_outcomes_updated ON job_outcomes (updated_at);
 
 -- What the queue row now says of an open job, beside its claim: when it was accepted (its
