@@ -254,7 +254,7 @@ psql "$DATABASE_URL" -X -q -P pager=off -c "
          d.attempt, d.outcome, d.provider, coalesce(d.provider_message_id, d.error_code) AS message_id_or_error,
          (SELECT string_agg(f.kind || coalesce(' ' || f.subtype, ''), ', ' ORDER BY f.occurred_at)
             FROM delivery_feedback f WHERE f.job_id = j.id AND f.attempt = d.attempt) AS feedback
-  FROM notification_jobs j
+  FROM job_states j
   LEFT JOIN notification_deliveries d ON d.job_id = j.id
   ORDER BY j.created_at, d.attempt"
 echo "  the organization's suppression list:"
@@ -275,7 +275,7 @@ for m in mail:
     to = ", ".join(m["destinations"].get("ToAddresses", []))
     print(f"    {to:<18} {m['id'][:36]}  {m['subject']!r}")
 PY
-unfinished=$(psql "$DATABASE_URL" -X -q -tA -c "SELECT count(*) FROM notification_jobs
+unfinished=$(psql "$DATABASE_URL" -X -q -tA -c "SELECT count(*) FROM job_states
   WHERE status NOT IN ('sent', 'delivered', 'bounced', 'dead')")
 [ "$unfinished" = 0 ] || fail "final status" "$unfinished job(s) not sent, delivered, bounced or dead"
 say "done: every sample above ended sent (no report yet), delivered, bounced or dead"
