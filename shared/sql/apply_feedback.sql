@@ -16,34 +16,34 @@ WITH matched AS (
       AND d.provider_message_id = f.provider_message_id
     RETURNING f.id, f.job_id, f.kind, f.suppresses, f.diagnostic, f.provider_message_id
 ),
+-- what each job becomes, and from which statuses: a bounce makes a sent or delivered job
+-- bounced; a delivery makes a sent job delivered
 effects AS (
     SELECT job_id,
-           bool_or(kind IN ('bounce', 'reject', 'sms_failure')) AS bounced,
-           bool_or(kind = 'delivery') AS delivered
-    FROM matched
-    GROUP BY job_id
+           CASE WHEN bounced THEN 'bounced'::job_status ELSE 'delivered'::job_status END
+               AS becomes,
+           CASE WHEN bounced THEN ARRAY['sent', 'delivered']::job_status[]
+                ELSE ARRAY['sent']::job_status[] END AS from_statuses
+    FROM (SELECT job_id,
+                 bool_or(kind IN ('bounce', 'reject', 'sms_failure')) AS bounced,
+                 bool_or(kind = 'delivery') AS delivered
+          FROM matched
+          GROUP BY job_id) AS e
+    WHERE bounced OR delivered
 ),
 -- the job's outcome row; for a job that ended before 0012, its record (0012_job_outcomes.sql)
 changed_outcome AS (
     UPDATE job_outcomes AS o
-    SET status     = CASE WHEN e.bounced THEN 'bounced'::job_status
-                          ELSE 'delivered'::job_status END,
-        updated_at = coalesce($1::timestamptz, now())
+    SET status = e.becomes, updated_at = coalesce($1::timestamptz, now())
     FROM effects AS e
-    WHERE o.job_id = e.job_id
-      AND ((e.bounced AND o.status IN ('sent', 'delivered'))
-           OR (NOT e.bounced AND e.delivered AND o.status = 'sent'))
+    WHERE o.job_id = e.job_id AND o.status = ANY (e.from_statuses)
     RETURNING o.job_id
 ),
 changed_record AS (
     UPDATE notification_jobs AS j
-    SET status     = CASE WHEN e.bounced THEN 'bounced'::job_status
-                          ELSE 'delivered'::job_status END,
-        updated_at = coalesce($1::timestamptz, now())
+    SET status = e.becomes, updated_at = coalesce($1::timestamptz, now())
     FROM effects AS e
-    WHERE j.id = e.job_id
-      AND ((e.bounced AND j.status IN ('sent', 'delivered'))
-           OR (NOT e.bounced AND e.delivered AND j.status = 'sent'))
+    WHERE j.id = e.job_id AND j.status = ANY (e.from_statuses)
     RETURNING j.id
 ),
 suppressed AS (

@@ -10,9 +10,12 @@
 --    ended before 0012 (notification_jobs_listing_by_status: no record changes to a final
 --    status since).
 WITH page AS (
+    -- every status, or a final one on the record (a job that ended before 0012)
     (SELECT j.id, j.created_at
      FROM notification_jobs AS j
-     WHERE $2::text IS NULL
+     WHERE ($2::text IS NULL
+            OR ($2::text NOT IN ('pending', 'failed', 'processing')
+                AND j.status = $2::text::job_status))
        AND j.organization_id = $1
        AND ($3::timestamptz IS NULL OR (j.created_at, j.id) > ($3, $4::uuid))
      ORDER BY j.created_at, j.id
@@ -36,15 +39,6 @@ WITH page AS (
        AND o.status = $2::text::job_status
        AND ($3::timestamptz IS NULL OR (o.created_at, o.job_id) > ($3, $4::uuid))
      ORDER BY o.created_at, o.job_id
-     LIMIT $5)
-    UNION ALL
-    (SELECT j.id, j.created_at
-     FROM notification_jobs AS j
-     WHERE $2::text NOT IN ('pending', 'failed', 'processing')
-       AND j.organization_id = $1
-       AND j.status = $2::text::job_status
-       AND ($3::timestamptz IS NULL OR (j.created_at, j.id) > ($3, $4::uuid))
-     ORDER BY j.created_at, j.id
      LIMIT $5)
     ORDER BY created_at, id
     LIMIT $5
