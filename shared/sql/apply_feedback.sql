@@ -11,7 +11,7 @@ WITH matched AS (
     SET job_id     = d.job_id,
         attempt    = d.attempt,
         applied_at = coalesce($1::timestamptz, now())
-    FROM notification_deliveries AS d
+    FROM job_attempts AS d
     WHERE f.applied_at IS NULL
       AND d.provider_message_id = f.provider_message_id
     RETURNING f.id, f.job_id, f.kind, f.suppresses, f.diagnostic, f.provider_message_id
@@ -31,7 +31,8 @@ effects AS (
           GROUP BY job_id) AS e
     WHERE bounced OR delivered
 ),
--- the job's outcome row; for a job that ended before 0012, its record (0012_job_outcomes.sql)
+-- the job's outcome row; for a job that ended before 0012, its record (0012_job_outcomes.sql;
+-- such a record is in notification_jobs, the partition before the cut)
 changed_outcome AS (
     UPDATE job_outcomes AS o
     SET status = e.becomes, updated_at = coalesce($1::timestamptz, now())
@@ -55,7 +56,7 @@ suppressed AS (
                        ELSE 'sms_failure' END,
            m.diagnostic, j.id, m.provider_message_id, coalesce($1::timestamptz, now())
     FROM matched AS m
-    JOIN notification_jobs AS j ON j.id = m.job_id
+    JOIN job_requests AS j ON j.id = m.job_id
     WHERE m.suppresses
     ORDER BY j.organization_id, lower(j.payload ->> 'to'), m.id
     ON CONFLICT (organization_id, recipient) DO NOTHING

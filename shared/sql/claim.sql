@@ -1,7 +1,7 @@
 -- Claim up to $1 due jobs in one statement that commits before any delivery. $2 is the
 -- current time (NULL: the server's now(); tests pass a time instead of ageing rows).
 -- The claim reads and writes the queue only (job_queue: open jobs, with what the worker
--- sends), so it costs the same however much history notification_jobs holds.
+-- sends), so it costs the same however much history job_requests holds.
 -- SKIP LOCKED: rows another claimer holds are skipped, never waited for.
 -- The UPDATE changes no indexed column (0013_hot_claim.sql), so the claimed version of the
 -- row stays on its page with no new index entry (a HOT update); the claimed rows stay in

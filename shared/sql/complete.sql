@@ -60,36 +60,38 @@ requeued AS (
     WHERE q.id = i.job_id
       AND q.claim_token = i.claim_token
       AND i.outcome IN ('retry', 'held')
-    RETURNING q.id
+    RETURNING q.id, q.created_at
 ),
 applied AS (
-    SELECT id FROM finished
+    SELECT id, created_at FROM finished
     UNION ALL
-    SELECT id FROM requeued
+    SELECT id, created_at FROM requeued
 ),
 -- An applied attempt's delivery row is new: its try number came with the claim the token
--- still holds (a plain insert, nothing to check)
+-- still holds (a plain insert, nothing to check). It goes to the partition of its job's day.
 recorded AS (
-    INSERT INTO notification_deliveries
-        (job_id, attempt, provider, provider_message_id, error_code, error_message,
-         outcome, fenced, started_at, finished_at)
-    SELECT i.job_id, i.attempt, i.provider, i.provider_message_id, i.error_code,
+    INSERT INTO job_attempts
+        (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
+         error_message, outcome, fenced, started_at, finished_at)
+    SELECT i.job_id, a.created_at, i.attempt, i.provider, i.provider_message_id, i.error_code,
            i.error_message, i.outcome, false, i.started_at, i.finished_at
     FROM input AS i
     JOIN applied AS a ON a.id = i.job_id
 ),
 -- A fenced one's may not be: the sweeper that took the claim back wrote a 'lost' row for
 -- this attempt. Keep it, and add what the late worker learnt (the provider may have
--- accepted the message after all).
+-- accepted the message after all). The job's day is its record's (a rare path: the
+-- record's key is read in every partition).
 recorded_late AS (
-    INSERT INTO notification_deliveries AS d
-        (job_id, attempt, provider, provider_message_id, error_code, error_message,
-         outcome, fenced, started_at, finished_at)
-    SELECT i.job_id, i.attempt, i.provider, i.provider_message_id, i.error_code,
+    INSERT INTO job_attempts AS d
+        (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
+         error_message, outcome, fenced, started_at, finished_at)
+    SELECT i.job_id, j.created_at, i.attempt, i.provider, i.provider_message_id, i.error_code,
            i.error_message, i.outcome, true, i.started_at, i.finished_at
     FROM input AS i
+    JOIN job_requests AS j ON j.id = i.job_id
     WHERE i.job_id NOT IN (SELECT id FROM applied)
-    ON CONFLICT (job_id, attempt) DO UPDATE
+    ON CONFLICT (job_id, job_created_at, attempt) DO UPDATE
     SET provider_message_id = COALESCE(d.provider_message_id, EXCLUDED.provider_message_id),
         error_message       = concat_ws('; ', d.error_message,
                                         'late completion: ' || EXCLUDED.outcome),

@@ -23,13 +23,14 @@ expired AS (
     FROM doomed
 ),
 recorded AS (
-    INSERT INTO notification_deliveries
-        (job_id, attempt, provider, error_code, error_message, outcome, started_at, finished_at)
-    SELECT id, tries, CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END, 'Expired',
+    INSERT INTO job_attempts
+        (job_id, job_created_at, attempt, provider, error_code, error_message, outcome,
+         started_at, finished_at)
+    SELECT id, created_at, tries, CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END, 'Expired',
            'expired: not delivered by ' || expires_at, 'expired',
            coalesce($2::timestamptz, now()), coalesce($2::timestamptz, now())
     FROM doomed
-    ON CONFLICT (job_id, attempt) DO NOTHING
+    ON CONFLICT (job_id, job_created_at, attempt) DO NOTHING
     RETURNING 1
 )
 SELECT count(*) AS expired FROM doomed

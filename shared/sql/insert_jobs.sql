@@ -2,9 +2,9 @@
 -- A request to a recipient its organization suppressed ($11: the normalised recipients,
 -- domain::normalize_recipient) is not inserted and comes back with `suppressed`: the check
 -- and the insert are one round trip, and a refusal writes nothing.
--- With an idempotency key, a repeat inserts nothing (the unique index decides, also between
--- concurrent repeats and between two items of one batch) and returns no row.
--- An inserted job is queued in the same statement (job_queue).
+-- With an idempotency key, a repeat inserts nothing (the key's row in idempotency_keys
+-- decides, also between concurrent repeats and between two items of one batch) and returns
+-- no row. An inserted job is queued in the same statement (job_queue).
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::int[],
@@ -19,16 +19,25 @@ blocked AS (
     WHERE EXISTS (SELECT FROM suppressions AS s
                   WHERE s.organization_id = i.organization_id AND s.recipient = i.recipient)
 ),
+keyed AS (
+    INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
+    SELECT organization_id, idempotency_key, id, now()
+    FROM input
+    WHERE idempotency_key IS NOT NULL
+      AND id NOT IN (SELECT id FROM blocked)
+    ON CONFLICT (organization_id, idempotency_key) DO NOTHING
+    RETURNING job_id
+),
+-- the record, in the partition of its day (0015_history_by_day.sql)
 inserted AS (
-    INSERT INTO notification_jobs
+    INSERT INTO job_requests
         (id, organization_id, channel, payload, max_attempts, next_attempt_at,
-         idempotency_key, request_hash, expires_at, trace_header)
+         idempotency_key, request_hash, expires_at, trace_header, created_at)
     SELECT id, organization_id, channel, payload, max_attempts, next_attempt_at,
-           idempotency_key, request_hash, expires_at, trace_header
+           idempotency_key, request_hash, expires_at, trace_header, now()
     FROM input
     WHERE id NOT IN (SELECT id FROM blocked)
-    ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL
-    DO NOTHING
+      AND (idempotency_key IS NULL OR id IN (SELECT job_id FROM keyed))
     RETURNING id, organization_id, channel, payload, trace_header, status::text,
               next_attempt_at, expires_at, max_attempts, created_at
 ),

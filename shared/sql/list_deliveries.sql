@@ -6,6 +6,6 @@ SELECT d.attempt, d.provider, d.provider_message_id, d.error_code, d.error_messa
                    'occurred_at', f.occurred_at) ORDER BY f.occurred_at, f.id), '[]')
         FROM delivery_feedback AS f
         WHERE f.job_id = d.job_id AND f.attempt = d.attempt) AS feedback
-FROM notification_deliveries AS d
+FROM job_attempts AS d
 WHERE d.job_id = $1
 ORDER BY d.attempt

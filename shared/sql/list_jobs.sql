@@ -3,19 +3,25 @@
 -- Each statement is planned with its parameters' values, so only the branch of $2 that
 -- applies is planned; each reads one index in page order, so a filtered page reads about
 -- as many rows as it returns, not every job of the organization:
---  * every status: the records (notification_jobs_listing);
+--  * every status: the records (job_requests_listing, each day's partition in turn);
 --  * an open status (pending, failed, processing): the queue (job_queue_listing), open jobs
 --    only, with the status job_states gives them;
---  * a final status: the outcome rows (job_outcomes_listing), and the records of jobs that
---    ended before 0012 (notification_jobs_listing_by_status: no record changes to a final
---    status since).
+--  * a final status: the outcome rows (job_outcomes_by_status), and the records of jobs that
+--    ended before 0012 (notification_jobs_listing_by_status, on the partition before the
+--    cut: no record changes to a final status since).
 WITH page AS (
-    -- every status, or a final one on the record (a job that ended before 0012)
+    (SELECT j.id, j.created_at
+     FROM job_requests AS j
+     WHERE $2::text IS NULL
+       AND j.organization_id = $1
+       AND ($3::timestamptz IS NULL OR (j.created_at, j.id) > ($3, $4::uuid))
+     ORDER BY j.created_at, j.id
+     LIMIT $5)
+    UNION ALL
     (SELECT j.id, j.created_at
      FROM notification_jobs AS j
-     WHERE ($2::text IS NULL
-            OR ($2::text NOT IN ('pending', 'failed', 'processing')
-                AND j.status = $2::text::job_status))
+     WHERE $2::text NOT IN ('pending', 'failed', 'processing')
+       AND j.status = $2::text::job_status
        AND j.organization_id = $1
        AND ($3::timestamptz IS NULL OR (j.created_at, j.id) > ($3, $4::uuid))
      ORDER BY j.created_at, j.id
@@ -46,5 +52,6 @@ WITH page AS (
 SELECT s.id, s.channel, s.payload ->> 'to' AS recipient, s.status::text AS status, s.attempts,
        s.max_attempts, s.next_attempt_at, s.created_at, s.updated_at, s.last_error
 FROM page
-JOIN job_states AS s ON s.id = page.id
+-- (by id and day: one partition of each history table per row)
+JOIN job_states AS s ON s.id = page.id AND s.created_at = page.created_at
 ORDER BY page.created_at, page.id

@@ -25,7 +25,7 @@ queued AS (
     SELECT j.id, j.organization_id, j.channel, j.payload, j.trace_header, now(), j.expires_at,
            r.attempts, r.attempts + r.max_attempts, r.tries, j.created_at, now()
     FROM revived AS r
-    JOIN notification_jobs AS j ON j.id = r.id
+    JOIN job_requests AS j ON j.id = r.id
     RETURNING id, next_attempt_at
 )
 SELECT id, 'pending' AS status, next_attempt_at FROM queued

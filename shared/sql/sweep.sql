@@ -41,22 +41,24 @@ requeued AS (
     FROM stuck
     WHERE q.id = stuck.id
       AND q.attempts < q.max_attempts
-    RETURNING q.id, q.channel, q.attempts, q.tries, stuck.claimed_at
+    RETURNING q.id, q.created_at, q.channel, q.attempts, q.tries, stuck.claimed_at
 ),
 swept AS (
-    SELECT id, channel, GREATEST(tries, attempts) AS try, claimed_at, 'dead' AS status
+    SELECT id, created_at, channel, GREATEST(tries, attempts) AS try, claimed_at,
+           'dead' AS status
     FROM buried
     UNION ALL
-    SELECT id, channel, GREATEST(tries, attempts), claimed_at, 'failed'
+    SELECT id, created_at, channel, GREATEST(tries, attempts), claimed_at, 'failed'
     FROM requeued
 ),
 recorded AS (
-    INSERT INTO notification_deliveries
-        (job_id, attempt, provider, error_code, error_message, outcome, started_at, finished_at)
-    SELECT id, try, CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END,
+    INSERT INTO job_attempts
+        (job_id, job_created_at, attempt, provider, error_code, error_message, outcome,
+         started_at, finished_at)
+    SELECT id, created_at, try, CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END,
            'WorkerLost', 'worker lost: processing since ' || claimed_at, 'lost', claimed_at, coalesce($3::timestamptz, now())
     FROM swept
-    ON CONFLICT (job_id, attempt) DO NOTHING
+    ON CONFLICT (job_id, job_created_at, attempt) DO NOTHING
     RETURNING 1
 )
 SELECT count(*) FILTER (WHERE status = 'failed') AS requeued,

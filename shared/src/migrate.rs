@@ -79,15 +79,20 @@ impl Migration<'_> {
         self.sql.lines().next().map(str::trim) != Some(NO_TRANSACTION)
     }
 
-    /// The statements of a no-transaction file: each ends with `;` at the end of a line.
+    /// The statements of a no-transaction file: each ends with `;` at the end of a line
+    /// outside a `$$` block (a function body or a `DO` block is one statement).
     fn statements(&self) -> impl Iterator<Item = String> + '_ {
         let mut current = String::new();
         let mut lines = self.sql.lines();
+        let mut in_dollar_block = false;
         std::iter::from_fn(move || {
             for line in lines.by_ref() {
                 current.push_str(line);
                 current.push('\n');
-                if line.trim_end().ends_with(';') {
+                if line.matches("$$").count() % 2 == 1 {
+                    in_dollar_block = !in_dollar_block;
+                }
+                if !in_dollar_block && line.trim_end().ends_with(';') {
                     return Some(std::mem::take(&mut current));
                 }
             }
@@ -425,6 +430,17 @@ mod tests {
             1,
             "an unterminated last statement still runs"
         );
+    }
+
+    #[test]
+    fn a_dollar_quoted_block_is_one_statement_of_a_no_transaction_file() {
+        let sql = "-- migrate: no-transaction\nDO $$\nBEGIN\n    SET LOCAL lock_timeout = '1s';\n    ALTER TABLE t ADD COLUMN c int;\nEND\n$$;\nCREATE FUNCTION f() RETURNS int\nLANGUAGE sql AS $$ SELECT 1; $$;\nSELECT 2;\n";
+        let parsed = parse(&[("0009_x.sql", sql)]).unwrap();
+        let statements: Vec<String> = parsed[0].statements().collect();
+        assert_eq!(statements.len(), 3, "{statements:?}");
+        assert!(statements[0].contains("DO $$\n") && statements[0].trim_end().ends_with("$$;"));
+        assert!(statements[1].contains("SELECT 1; $$;"));
+        assert_eq!(statements[2].trim(), "SELECT 2;");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::config::{self, ConfigError};
-use crate::store::{Now, Store, StoreError, SweepReport};
+use crate::store::{HistoryDays, Now, Pruned, Store, StoreError, SweepReport};
 
 /// The sweeper's validated settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,14 +94,18 @@ impl SweeperConfig {
 }
 
 /// What one sweep did, as the function returns it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SweepSummary {
     pub requeued: u64,
     pub dead: u64,
     /// Waiting jobs past their expiry, now `expired`.
     pub expired: u64,
-    /// Finished jobs deleted by retention.
+    /// Finished jobs accepted before the history's cut, deleted by row retention.
     pub pruned: u64,
+    /// Provider events deleted by retention.
+    pub feedback_pruned: u64,
+    /// The history's day partitions created ahead, and the days dropped by retention.
+    pub history: HistoryDays,
     /// Provider events that had waited for their attempt and were applied now.
     pub feedback_applied: u64,
     /// Provider events dropped after waiting FEEDBACK_MATCH_WINDOW_SECS for an attempt.
@@ -139,14 +143,17 @@ pub async fn run_once(
     }
     store.prune_rate_windows(now).await?;
     let (feedback_applied, feedback_dropped) = settle_feedback(store, config, now).await?;
-    let mut pruned = 0;
+    // the days ahead exist before anyone inserts into them; a day past retention goes whole
+    let history = store.history_days(config.retention_days, now).await?;
+    let mut pruned = Pruned::default();
     if config.retention_days > 0 {
         loop {
             let deleted = store
                 .prune(config.retention_days, config.batch_size, now)
                 .await?;
-            pruned += deleted;
-            if deleted < u64::from(config.batch_size) {
+            pruned.jobs += deleted.jobs;
+            pruned.feedback += deleted.feedback;
+            if deleted.jobs.max(deleted.feedback) < u64::from(config.batch_size) {
                 break;
             }
         }
@@ -155,7 +162,9 @@ pub async fn run_once(
         requeued: total.requeued,
         dead: total.dead,
         expired,
-        pruned,
+        pruned: pruned.jobs,
+        feedback_pruned: pruned.feedback,
+        history,
         feedback_applied,
         feedback_dropped,
         elapsed_ms: started.elapsed().as_millis() as u64,
@@ -187,6 +196,7 @@ pub async fn run_once(
     } else {
         tracing::info!(
             pruned = summary.pruned,
+            days_dropped = %summary.history.dropped_days,
             elapsed_ms = summary.elapsed_ms,
             "sweep found nothing stuck"
         );

@@ -22,7 +22,8 @@ cargo test --workspace --no-fail-fast "$@" || status=$?
 # than the number of clients (the tests' own set-up and assertions stay direct).
 printf '\n=== the integration tests again, through PgBouncer (pool_mode = transaction) ===\n'
 pgbouncer_up
-cargo test -p integration-tests --no-fail-fast \
+# --workspace, as the first pass: the same feature set, so the test binaries are not built again
+cargo test --workspace --no-fail-fast \
   --test claim_engine --test ingest_api --test worker_stand_in --test sweeper \
   --test migrations --test batch --test rate_limits --test worker_recording --test operations \
   --test database --test migrations_custom_resource --test feedback --test suppressions \

@@ -129,13 +129,13 @@ impl Job {
             "sms" => "jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'), 'message', 'hi')",
             _ => "jsonb_build_object('to', 'user' || g || '@example.com', 'subject', 'Hi', 'text', 'hi')",
         };
-        // The record in notification_jobs as ingest writes it (pending), and where the job
+        // The record in job_requests as ingest writes it (pending), and where the job
         // stands as the worker leaves it: an open job (pending, failed or processing) its
         // queue row (0011_job_queue.sql), a finished one its outcome row
         // (0012_job_outcomes.sql).
         let sql = format!(
             "WITH jobs AS (
-                 INSERT INTO notification_jobs
+                 INSERT INTO job_requests
                      (organization_id, channel, payload, attempts, max_attempts,
                       next_attempt_at, created_at, updated_at, expires_at)
                  SELECT CASE WHEN $11 THEN gen_random_uuid() ELSE $1 END, $2, {payload},
@@ -231,7 +231,7 @@ pub async fn make_due_now(client: &Client, ids: &[Uuid]) -> u64 {
     client
         .execute(
             "WITH queued AS (UPDATE job_queue SET next_attempt_at = now() WHERE id = ANY($1))
-             UPDATE notification_jobs SET next_attempt_at = now() WHERE id = ANY($1)",
+             UPDATE job_requests SET next_attempt_at = now() WHERE id = ANY($1)",
             &[&ids],
         )
         .await

@@ -216,7 +216,7 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
 }
 
 /// The queue rows of the jobs a fixture just inserted, as ingest writes them beside each
-/// record (insert_jobs.sql): a CTE to end a `WITH jobs AS (INSERT INTO notification_jobs …
+/// record (insert_jobs.sql): a CTE to end a `WITH jobs AS (INSERT INTO job_requests …
 /// RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
 /// created_at)`.
 pub const QUEUE_JOBS: &str = "

@@ -214,7 +214,7 @@ pub async fn insert_jobs(
     let payloads: Vec<Value> = jobs.iter().map(|(_, p)| p.clone()).collect();
     let sql = format!(
         "WITH jobs AS (
-             INSERT INTO notification_jobs (organization_id, channel, payload, max_attempts,
+             INSERT INTO job_requests (organization_id, channel, payload, max_attempts,
                                             next_attempt_at)
              SELECT gen_random_uuid(), c, p, $3, now() - interval '1 second'
              FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(c, p, n)

@@ -33,7 +33,7 @@ async fn rows(db: &TestDb) -> (i64, i64) {
         .client()
         .await
         .query_one(
-            "SELECT count(*), count(DISTINCT xmin::text) FROM notification_jobs",
+            "SELECT count(*), count(DISTINCT xmin::text) FROM job_requests",
             &[],
         )
         .await

@@ -132,7 +132,7 @@ async fn completion_with_a_stale_token_is_fenced_but_recorded() {
     let rows = client
         .query(
             "SELECT job_id, outcome, fenced, provider, provider_message_id
-             FROM notification_deliveries ORDER BY fenced",
+             FROM job_attempts ORDER BY fenced",
             &[],
         )
         .await
@@ -315,7 +315,7 @@ async fn completing_and_claiming_in_one_round_trip_handles_every_job_once() {
     let row = client
         .query_one(
             "SELECT count(*) FILTER (WHERE status = 'sent'),
-                    (SELECT count(*) FROM notification_deliveries WHERE outcome = 'sent')
+                    (SELECT count(*) FROM job_attempts WHERE outcome = 'sent')
              FROM job_states",
             &[],
         )
@@ -396,7 +396,7 @@ async fn the_worker_writes_the_queue_and_an_outcome_row_and_the_claim_is_a_hot_u
                 .query_one(
                     "SELECT xmin::text, (SELECT count(*) FROM job_queue WHERE id = $1),
                             (SELECT status::text FROM job_outcomes WHERE job_id = $1)
-                     FROM notification_jobs WHERE id = $1",
+                     FROM job_requests WHERE id = $1",
                     &[&id],
                 )
                 .await

@@ -35,7 +35,7 @@ async fn post(ingest: &Ingest, org: uuid::Uuid) -> (StatusCode, serde_json::Valu
 }
 
 async fn job_count(db: &TestDb) -> i64 {
-    integration_tests::count(&db.client().await, "SELECT count(*) FROM notification_jobs").await
+    integration_tests::count(&db.client().await, "SELECT count(*) FROM job_requests").await
 }
 
 /// Where the code under test reaches the server: the pooler when there is one.
@@ -121,7 +121,7 @@ async fn a_statement_past_its_timeout_is_cancelled_and_answers_503() {
     // another session holds the table: the insert waits behind its lock
     let mut locker = db.client().await;
     let tx = locker.transaction().await.unwrap();
-    tx.batch_execute("LOCK TABLE notification_jobs IN ACCESS EXCLUSIVE MODE")
+    tx.batch_execute("LOCK TABLE job_requests IN ACCESS EXCLUSIVE MODE")
         .await
         .unwrap();
     let started = Instant::now();

@@ -50,7 +50,7 @@ async fn deliver(db: &TestDb, store: &PgStore, jobs: &[(Channel, Value)]) -> Vec
         let row = client
             .query_one(
                 "SELECT j.organization_id, d.provider_message_id
-                 FROM job_states j JOIN notification_deliveries d ON d.job_id = j.id
+                 FROM job_states j JOIN job_attempts d ON d.job_id = j.id
                  WHERE j.id = $1 AND j.status = 'sent'",
                 &[&id],
             )
@@ -388,7 +388,7 @@ async fn a_queued_job_to_a_newly_suppressed_recipient_dies_without_a_provider_ca
     let (id, _) = ids[0].clone();
     let org: Uuid = client
         .query_one(
-            "SELECT organization_id FROM notification_jobs WHERE id = $1",
+            "SELECT organization_id FROM job_requests WHERE id = $1",
             &[&id],
         )
         .await

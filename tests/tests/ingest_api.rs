@@ -23,7 +23,7 @@ async fn service(db: &TestDb, allow_org_header: bool) -> Ingest {
 }
 
 async fn job_count(db: &TestDb) -> i64 {
-    integration_tests::count(&db.client().await, "SELECT count(*) FROM notification_jobs").await
+    integration_tests::count(&db.client().await, "SELECT count(*) FROM job_requests").await
 }
 
 fn sms() -> Value {
@@ -61,7 +61,7 @@ async fn accepted_requests_answer_202_with_location_and_are_persisted() {
                 .await
                 .query_one(
                     "SELECT organization_id, channel, payload, status::text, max_attempts
-                     FROM notification_jobs WHERE id = $1::text::uuid",
+                     FROM job_requests WHERE id = $1::text::uuid",
                     &[&id],
                 )
                 .await
@@ -94,8 +94,10 @@ async fn get_returns_the_job_with_its_attempts_to_its_organization_only() {
     db.client()
         .await
         .execute(
-            "INSERT INTO notification_deliveries (job_id, attempt, provider, error_code, outcome, started_at, finished_at)
-             VALUES ($1::text::uuid, 1, 'ses', 'Throttling', 'retry', now(), now())",
+            "INSERT INTO job_attempts (job_id, job_created_at, attempt, provider, error_code, outcome,
+                                       started_at, finished_at)
+             SELECT id, created_at, 1, 'ses', 'Throttling', 'retry', now(), now()
+             FROM job_requests WHERE id = $1::text::uuid",
             &[&id],
         )
         .await
@@ -256,7 +258,7 @@ async fn the_org_header_is_honoured_only_when_allowed_and_never_over_the_authori
         .client()
         .await
         .query_one(
-            "SELECT organization_id FROM notification_jobs WHERE id = $1::text::uuid",
+            "SELECT organization_id FROM job_requests WHERE id = $1::text::uuid",
             &[&created["id"].as_str().unwrap()],
         )
         .await

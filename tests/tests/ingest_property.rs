@@ -206,7 +206,7 @@ fn ten_thousand_generated_requests_never_panic_never_5xx_and_write_only_when_acc
     });
 
     let rows: i64 = rt.block_on(async {
-        integration_tests::count(&db.client().await, "SELECT count(*) FROM notification_jobs").await
+        integration_tests::count(&db.client().await, "SELECT count(*) FROM job_requests").await
     });
     let accepted = accepted.load(Ordering::Relaxed);
     assert!(

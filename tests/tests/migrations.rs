@@ -232,7 +232,11 @@ async fn the_queue_leaves_the_job_table_with_every_open_job() {
         )
         .await
         .unwrap();
-    let report = migrate::run(&mut client).await.unwrap();
+    // up to 0014: 0015 drops the adopting trigger checked below (by then the previous release
+    // is one that queues its jobs itself)
+    let report = migrate::run_files(&mut client, &integration_tests::migrations_before("0015"))
+        .await
+        .unwrap();
     assert!(
         report.applied.iter().any(|n| n.starts_with("0011_")),
         "{report:?}"
@@ -341,6 +345,8 @@ async fn the_queue_leaves_the_job_table_with_every_open_job() {
         .await
         .unwrap()
         .get(0);
+    // the rest of the migrations, then the current claim
+    migrate::run(&mut client).await.unwrap();
     let store = shared::store::PgStore::new(db.config.clone());
     let claimed = shared::store::JobStore::claim(&store, 10, None)
         .await
@@ -518,7 +524,7 @@ async fn jobs_that_ended_before_the_outcome_table_read_and_change_as_before() {
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![dead]);
 
     // retention deletes the job that ended 40 days ago, and nothing else
-    assert_eq!(store.prune(30, 100, None).await.unwrap(), 1);
+    assert_eq!(store.prune(30, 100, None).await.unwrap().jobs, 1);
     assert!(store.get(org, old_sent).await.unwrap().is_none());
     assert_eq!(status(sent).await, JobStatus::Delivered);
 }

@@ -353,14 +353,14 @@ async fn a_status_filtered_page_reads_the_status_index_not_every_job() {
         .insert_many(&client, 60)
         .await;
     client
-        .batch_execute("VACUUM ANALYZE notification_jobs, job_outcomes")
+        .batch_execute("VACUUM ANALYZE job_requests, job_outcomes")
         .await
         .unwrap();
 
     let (buffers, rows) = buffers_for_listing(&db, org, "dead").await;
     let table_pages = integration_tests::count(
         &client,
-        "SELECT pg_relation_size('notification_jobs') / 8192",
+        "SELECT sum(pg_relation_size(relid))::bigint / 8192 FROM pg_partition_tree('job_requests')",
     )
     .await;
     eprintln!(

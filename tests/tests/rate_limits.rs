@@ -33,7 +33,7 @@ async fn clear_of_minute_end(client: &Client) {
 async fn add_jobs(client: &Client, org: Uuid, n: i64, age_secs: f64) {
     let sql = format!(
         "WITH jobs AS (
-             INSERT INTO notification_jobs (organization_id, channel, payload, next_attempt_at)
+             INSERT INTO job_requests (organization_id, channel, payload, next_attempt_at)
              SELECT $1, 'sms', jsonb_build_object('to', '+15555550100', 'message', 'm'),
                     now() - make_interval(secs => $3) + g * interval '1 microsecond'
              FROM generate_series(1, $2::bigint) AS g
@@ -231,8 +231,7 @@ async fn ingest_answers_429_with_ratelimit_headers_past_the_burst() {
         )
         .await;
     assert_eq!(response.status(), StatusCode::OK);
-    let rows: i64 =
-        integration_tests::count(&client, "SELECT count(*) FROM notification_jobs").await;
+    let rows: i64 = integration_tests::count(&client, "SELECT count(*) FROM job_requests").await;
     assert_eq!(rows, 4, "the refused request wrote no job");
 }
 
@@ -358,7 +357,7 @@ async fn the_fair_claim_locks_only_the_rows_it_claims() {
         add_jobs(&client, *org, 200, 60.0).await;
     }
     client
-        .batch_execute("ANALYZE notification_jobs, job_queue")
+        .batch_execute("ANALYZE job_requests, job_queue")
         .await
         .unwrap();
 

@@ -302,14 +302,23 @@ async fn the_readme_local_commands_answer_as_shown() {
             e.line
         );
         if k >= Kind::Read && !seeded {
-            // the dead job the listing shows, as a worker would have left it
+            // the dead job the listing shows, as a worker would have left it: its record and
+            // its outcome row (0012_job_outcomes.sql)
             db.client()
                 .await
                 .execute(
-                    "INSERT INTO notification_jobs
-                       (organization_id, channel, payload, status, attempts, last_error)
-                     VALUES ($1, 'sms', jsonb_build_object('to', $2::text, 'message', 'hi'),
-                             'dead', 1, 'InvalidParameter: the provider refused the number')",
+                    "WITH job AS (
+                         INSERT INTO job_requests (organization_id, channel, payload)
+                         VALUES ($1, 'sms', jsonb_build_object('to', $2::text, 'message', 'hi'))
+                         RETURNING id, organization_id, created_at, max_attempts, next_attempt_at
+                     )
+                     INSERT INTO job_outcomes (job_id, organization_id, created_at, status,
+                                               attempts, max_attempts, tries, next_attempt_at,
+                                               last_error, updated_at)
+                     SELECT id, organization_id, created_at, 'dead', 1, max_attempts, 1,
+                            next_attempt_at,
+                            'InvalidParameter: the provider refused the number', now()
+                     FROM job",
                     &[&org, &DEAD_TO],
                 )
                 .await

@@ -56,7 +56,7 @@ async fn lift(ingest: &Ingest, version: Version, org: Uuid, segment: &str) -> (S
 }
 
 async fn jobs(db: &TestDb) -> i64 {
-    count(&db.client().await, "SELECT count(*) FROM notification_jobs").await
+    count(&db.client().await, "SELECT count(*) FROM job_requests").await
 }
 
 fn assert_suppressed(status: StatusCode, body: &Value) {

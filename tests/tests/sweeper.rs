@@ -3,7 +3,7 @@
 use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
 use shared::domain::JobStatus;
-use shared::store::{ClaimedJob, Completion, Decision, JobStore};
+use shared::store::{ClaimedJob, Completion, Decision, JobStore, Transition};
 use shared::sweeper::{run_once, SweeperConfig};
 use uuid::Uuid;
 
@@ -77,7 +77,7 @@ async fn only_jobs_past_the_window_are_swept() {
         .starts_with("worker lost: processing since"));
     let lost: Vec<(Uuid, String, i32)> = client
         .query(
-            "SELECT job_id, outcome, attempt FROM notification_deliveries ORDER BY job_id",
+            "SELECT job_id, outcome, attempt FROM job_attempts ORDER BY job_id",
             &[],
         )
         .await
@@ -127,7 +127,7 @@ async fn two_sweepers_at_once_sweep_each_job_exactly_once() {
     );
     let row = client
         .query_one(
-            "SELECT count(*), count(DISTINCT job_id) FROM notification_deliveries WHERE outcome = 'lost'",
+            "SELECT count(*), count(DISTINCT job_id) FROM job_attempts WHERE outcome = 'lost'",
             &[],
         )
         .await
@@ -187,7 +187,7 @@ async fn the_crash_story_ends_sent_with_a_lost_then_a_sent_attempt() {
     assert_eq!(status_of(&client, ids[0]).await, ("sent".to_owned(), 2));
     let rows: Vec<(i32, String, Option<String>)> = client
         .query(
-            "SELECT attempt, outcome, provider_message_id FROM notification_deliveries
+            "SELECT attempt, outcome, provider_message_id FROM job_attempts
              WHERE job_id = $1 ORDER BY attempt",
             &[&ids[0]],
         )
@@ -217,12 +217,16 @@ fn a_window_not_longer_than_the_worker_timeout_stops_the_sweeper_at_start() {
     assert!(err.contains("WORKER_TIMEOUT_SECS=120"), "{err}");
 }
 
+/// Retention of jobs accepted before the history's cut (0015_history_by_day.sql: on a fresh
+/// database, before today): row by row, finished jobs last updated past retention, with their
+/// outcome and delivery rows.
 #[tokio::test]
 async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
     let db = TestDb::new().await;
     let client = db.client().await;
     // old sent, old dead, old delivered, old bounced, old cancelled, old expired, then kept:
-    // recent sent, old failed (retry pending), old pending, old processing
+    // recent sent, old failed (retry pending), old pending, old processing. All accepted 61
+    // days ago: in the partition before the cut.
     let mut ids = Vec::new();
     for (status, age_days) in [
         (JobStatus::Sent, 31.0),
@@ -236,17 +240,30 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
         (JobStatus::Pending, 60.0),
         (JobStatus::Processing, 60.0),
     ] {
-        let job = Job::new().status(status).updated_ago(age_days * 86_400.0);
+        let job = Job::new()
+            .status(status)
+            .created_ago(61.0 * 86_400.0)
+            .updated_ago(age_days * 86_400.0);
         ids.push(job.insert(&client).await);
     }
     client
         .execute(
-            "INSERT INTO notification_deliveries (job_id, attempt, provider, outcome, started_at, finished_at)
-             SELECT id, 1, 'sns', 'sent', now(), now() FROM notification_jobs",
+            "INSERT INTO job_attempts (job_id, job_created_at, attempt, provider, outcome,
+                                       started_at, finished_at)
+             SELECT id, created_at, 1, 'sns', 'sent', now(), now() FROM job_requests",
             &[],
         )
         .await
         .unwrap();
+    let before_cut = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM notification_jobs", // the partition before the cut
+    )
+    .await;
+    assert_eq!(
+        before_cut, 10,
+        "the fixtures are in the partition before the cut"
+    );
 
     let store = db.store().await;
     let mut config = SweeperConfig::new(600, 120, 1).unwrap(); // one row a statement: loops
@@ -255,7 +272,7 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
     assert_eq!(summary.pruned, 6);
 
     let left: Vec<Uuid> = client
-        .query("SELECT id FROM notification_jobs", &[])
+        .query("SELECT id FROM job_requests", &[])
         .await
         .unwrap()
         .iter()
@@ -267,13 +284,131 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
         "old finished jobs deleted"
     );
     let deliveries: i64 =
-        integration_tests::count(&client, "SELECT count(*) FROM notification_deliveries").await;
+        integration_tests::count(&client, "SELECT count(*) FROM job_attempts").await;
     assert_eq!(deliveries, 4, "their delivery rows went with them");
     let outcomes: i64 =
         integration_tests::count(&client, "SELECT count(*) FROM job_outcomes").await;
     assert_eq!(
         outcomes, 1,
         "their outcome rows too (the recent sent job's is left)"
+    );
+}
+
+/// Retention of the days after the cut: a day whose end is past retention goes whole (its
+/// partitions of requests, outcomes and attempts dropped, its idempotency keys deleted), but
+/// not while a job accepted that day is still open. The days ahead are created by every run.
+#[tokio::test]
+async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    // today's jobs: in today's partitions
+    let sent = Job::new()
+        .status(JobStatus::Sent)
+        .insert_many(&client, 3)
+        .await;
+    let open = Job::new().due_in(3_600.0).insert(&client).await;
+    client
+        .execute(
+            "INSERT INTO job_attempts (job_id, job_created_at, attempt, provider, outcome,
+                                       started_at, finished_at)
+             SELECT id, created_at, 1, 'sns', 'sent', now(), now() FROM job_requests",
+            &[],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
+             SELECT organization_id, 'key-' || id, id, created_at FROM job_requests",
+            &[],
+        )
+        .await
+        .unwrap();
+    let today: String = client
+        .query_one("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let in_today = |table: &str| format!("SELECT count(*) FROM {table}_{today}");
+    assert_eq!(
+        integration_tests::count(&client, &in_today("job_requests")).await,
+        4
+    );
+    assert_eq!(
+        integration_tests::count(&client, &in_today("job_outcomes")).await,
+        3
+    );
+    assert_eq!(
+        integration_tests::count(&client, &in_today("job_attempts")).await,
+        4
+    );
+
+    let mut config = SweeperConfig::new(600, 120, 100).unwrap();
+    config.retention_days = 30;
+    let days_later = |days: i64| Some(chrono::Utc::now() + chrono::Duration::days(days));
+    let partitions = |day: chrono::DateTime<chrono::Utc>| {
+        format!(
+            "SELECT count(*) FROM pg_class WHERE relname IN ('job_requests_{d}',
+                 'job_outcomes_{d}', 'job_attempts_{d}')",
+            d = day.format("%Y%m%d")
+        )
+    };
+
+    // a month on, today is past retention but one of its jobs is still open: kept
+    let summary = run_once(&store, &config, days_later(31)).await.unwrap();
+    assert_eq!(summary.history.dropped, 0, "{summary:?}");
+    assert_eq!(
+        integration_tests::count(&client, &in_today("job_requests")).await,
+        4
+    );
+    assert!(
+        summary.history.added >= 3 * 8,
+        "the days ahead of that time: {summary:?}"
+    );
+    assert_eq!(
+        integration_tests::count(&client, &partitions(days_later(38).unwrap())).await,
+        3,
+        "a week ahead of the run's time exists"
+    );
+
+    // the open job ends: the next run drops today (and the days before it), keys and all
+    let org: Uuid = client
+        .query_one(
+            "SELECT organization_id FROM job_requests WHERE id = $1",
+            &[&open],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let cancelled = store.cancel(org, open).await.unwrap();
+    assert!(matches!(cancelled, Transition::Done(_)), "{cancelled:?}");
+    let summary = run_once(&store, &config, days_later(31)).await.unwrap();
+    assert!(summary.history.dropped >= 1, "{summary:?}");
+    let today_date = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert!(
+        summary.history.dropped_days.contains(&today_date),
+        "{summary:?}"
+    );
+    assert_eq!(
+        integration_tests::count(&client, &partitions(chrono::Utc::now())).await,
+        0,
+        "today's three partitions are gone"
+    );
+    assert_eq!(
+        integration_tests::count(&client, "SELECT count(*) FROM job_requests").await,
+        0,
+        "every job of the day went: {sent:?}"
+    );
+    assert_eq!(
+        integration_tests::count(&client, "SELECT count(*) FROM idempotency_keys").await,
+        0,
+        "with its idempotency keys"
+    );
+    // the day 29 days before the run's time is within retention: still there
+    assert_eq!(
+        integration_tests::count(&client, &partitions(days_later(2).unwrap())).await,
+        3
     );
 }
 
@@ -315,7 +450,7 @@ async fn an_expired_job_is_never_claimed_and_the_sweeper_marks_it_expired() {
         assert_eq!(status_of(&client, id).await.0, "expired");
         let row = client
             .query_one(
-                "SELECT outcome, error_code, attempt FROM notification_deliveries WHERE job_id = $1",
+                "SELECT outcome, error_code, attempt FROM job_attempts WHERE job_id = $1",
                 &[&id],
             )
             .await

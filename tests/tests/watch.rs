@@ -260,10 +260,7 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
 
     // what ingest wrote: the two accepted jobs, nothing for the refused requests
     let client = db.client().await;
-    assert_eq!(
-        count(&client, "SELECT count(*) FROM notification_jobs").await,
-        2
-    );
+    assert_eq!(count(&client, "SELECT count(*) FROM job_requests").await, 2);
 
     // the worker sends both; the stand-in got them
     let worked = watch.invoke("worker", SCHEDULED, FIRST_CALL).await;
@@ -281,7 +278,7 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
     // request id and its cold start
     let stored: Option<String> = client
         .query_one(
-            "SELECT trace_header FROM notification_jobs WHERE id = $1::text::uuid",
+            "SELECT trace_header FROM job_requests WHERE id = $1::text::uuid",
             &[&id],
         )
         .await
@@ -428,7 +425,7 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
         ("recipient_suppressed".into(), vec!["to".into()])
     );
     assert_eq!(
-        count(&client, "SELECT count(*) FROM notification_jobs").await,
+        count(&client, "SELECT count(*) FROM job_requests").await,
         2,
         "a refused POST writes nothing"
     );
@@ -461,8 +458,9 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
     summary.as_object_mut().unwrap().remove("elapsed_ms");
     assert_eq!(
         summary,
-        json!({"requeued": 0, "dead": 0, "expired": 0, "pruned": 0, "feedback_applied": 0,
-               "feedback_dropped": 0}),
+        json!({"requeued": 0, "dead": 0, "expired": 0, "pruned": 0, "feedback_pruned": 0,
+               "history": {"added": 0, "dropped": 0, "dropped_days": ""},
+               "feedback_applied": 0, "feedback_dropped": 0}),
         "sweeper summary"
     );
 

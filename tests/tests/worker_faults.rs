@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use shared::domain::Channel;
 use shared::store::{
-    ClaimedJob, CompleteReport, Completion, IngestWindow, Inserted, JobView, ListCursor, NewJob,
-    Now, StoreError, SweepReport, Transition,
+    ClaimedJob, CompleteReport, Completion, HistoryDays, IngestWindow, Inserted, JobView,
+    ListCursor, NewJob, Now, Pruned, StoreError, SweepReport, Transition,
 };
 use shared::worker::{self, WorkerConfig, WorkerSummary};
 use tokio_postgres::Client;
@@ -122,7 +122,7 @@ async fn deliveries(client: &Client, id: Uuid) -> Vec<Delivery> {
     client
         .query(
             "SELECT attempt, outcome, error_code, provider_message_id, fenced
-             FROM notification_deliveries WHERE job_id = $1 ORDER BY attempt",
+             FROM job_attempts WHERE job_id = $1 ORDER BY attempt",
             &[&id],
         )
         .await
@@ -715,8 +715,11 @@ impl shared::store::JobStore for FailingRecords {
     ) -> Result<SweepReport, StoreError> {
         self.inner.sweep(after, limit, now).await
     }
-    async fn prune(&self, days: u32, limit: u32, now: Now) -> Result<u64, StoreError> {
+    async fn prune(&self, days: u32, limit: u32, now: Now) -> Result<Pruned, StoreError> {
         self.inner.prune(days, limit, now).await
+    }
+    async fn history_days(&self, days: u32, now: Now) -> Result<HistoryDays, StoreError> {
+        self.inner.history_days(days, now).await
     }
     async fn count_ingest(&self, org: Uuid, n: u32, now: Now) -> Result<IngestWindow, StoreError> {
         self.inner.count_ingest(org, n, now).await

@@ -88,8 +88,11 @@ impl JobStore for Untouchable {
     ) -> Result<SweepReport, StoreError> {
         touched("sweep")
     }
-    async fn prune(&self, _: u32, _: u32, _: Now) -> Result<u64, StoreError> {
+    async fn prune(&self, _: u32, _: u32, _: Now) -> Result<Pruned, StoreError> {
         touched("prune")
+    }
+    async fn history_days(&self, _: u32, _: Now) -> Result<HistoryDays, StoreError> {
+        touched("history_days")
     }
     async fn count_ingest(&self, _: Uuid, _: u32, _: Now) -> Result<IngestWindow, StoreError> {
         touched("count_ingest")

@@ -237,6 +237,24 @@ pub struct SweepReport {
     pub dead: u64,
 }
 
+/// What one [`JobStore::prune`] statement deleted by row: finished jobs accepted before the
+/// history's cut (0015_history_by_day.sql), and provider events past retention.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Pruned {
+    pub jobs: u64,
+    pub feedback: u64,
+}
+
+/// What one [`JobStore::history_days`] call did to the history's day partitions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HistoryDays {
+    /// Partitions created (three per day: requests, outcomes, attempts).
+    pub added: u32,
+    /// Days dropped by retention, and which (`2026-11-01,2026-11-02`).
+    pub dropped: u32,
+    pub dropped_days: String,
+}
+
 /// A job as its owner sees it.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobView {
@@ -467,9 +485,16 @@ pub trait JobStore: Send + Sync {
         now: Now,
     ) -> Result<SweepReport, StoreError>;
 
-    /// Deletes up to `limit` finished jobs (sent, dead) last updated more than
-    /// `older_than_days` ago, with their delivery rows; returns how many.
-    async fn prune(&self, older_than_days: u32, limit: u32, now: Now) -> Result<u64, StoreError>;
+    /// Row retention: deletes up to `limit` finished jobs accepted before the history's cut
+    /// and last updated more than `older_than_days` ago, with their delivery rows, and up to
+    /// `limit` provider events received before then.
+    async fn prune(&self, older_than_days: u32, limit: u32, now: Now)
+        -> Result<Pruned, StoreError>;
+
+    /// Creates the history's day partitions from yesterday to a week ahead that are missing;
+    /// with `retention_days` above 0, drops the days that ended that long ago and hold no
+    /// open job.
+    async fn history_days(&self, retention_days: u32, now: Now) -> Result<HistoryDays, StoreError>;
 
     /// Counts `requests` ingest requests of the organization in the current minute.
     async fn count_ingest(

@@ -11,8 +11,9 @@ use tokio_postgres::{Client, Row};
 use uuid::Uuid;
 
 use super::{
-    ClaimedJob, CompleteReport, Completion, DeliveryView, FeedbackView, IngestWindow, Inserted,
-    JobStore, JobSummary, JobView, ListCursor, NewJob, Now, StoreError, SweepReport, Transition,
+    ClaimedJob, CompleteReport, Completion, DeliveryView, FeedbackView, HistoryDays, IngestWindow,
+    Inserted, JobStore, JobSummary, JobView, ListCursor, NewJob, Now, Pruned, StoreError,
+    SweepReport, Transition,
 };
 use crate::db::DbConfig;
 use crate::domain::{Channel, JobStatus};
@@ -73,6 +74,7 @@ pub mod sql {
         LIST_DELIVERIES = "list_deliveries.sql" [UUID];
         SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ];
         PRUNE = "prune.sql" [INT4, INT8, TIMESTAMPTZ];
+        HISTORY_DAYS = "history_days.sql" [TIMESTAMPTZ, INT4];
         RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ];
         CANCEL = "cancel.sql" [UUID, UUID];
         REQUEUE = "requeue.sql" [UUID, UUID];
@@ -738,10 +740,30 @@ impl JobStore for PgStore {
         })
     }
 
-    async fn prune(&self, older_than_days: u32, limit: u32, now: Now) -> Result<u64, StoreError> {
+    async fn prune(
+        &self,
+        older_than_days: u32,
+        limit: u32,
+        now: Now,
+    ) -> Result<Pruned, StoreError> {
         let days = i32::try_from(older_than_days).unwrap_or(i32::MAX);
-        self.execute(&sql::PRUNE, &[&days, &i64::from(limit), &now])
-            .await
+        let row = self
+            .query_one(&sql::PRUNE, &[&days, &i64::from(limit), &now])
+            .await?;
+        Ok(Pruned {
+            jobs: row.get::<_, i64>("pruned").max(0) as u64,
+            feedback: row.get::<_, i64>("feedback").max(0) as u64,
+        })
+    }
+
+    async fn history_days(&self, retention_days: u32, now: Now) -> Result<HistoryDays, StoreError> {
+        let days = i32::try_from(retention_days).unwrap_or(i32::MAX);
+        let row = self.query_one(&sql::HISTORY_DAYS, &[&now, &days]).await?;
+        Ok(HistoryDays {
+            added: row.get::<_, i32>("added").max(0) as u32,
+            dropped: row.get::<_, i32>("dropped").max(0) as u32,
+            dropped_days: row.get("dropped_days"),
+        })
     }
 
     async fn count_ingest(

@@ -22,14 +22,14 @@ use uuid::Uuid;
 
 use super::runtime::{Ending, Span};
 
-/// The delivery rows' attempt number for the job row `rec` (a row of notification_jobs or of
+/// The delivery rows' attempt number for the job row `rec` (a row of job_requests or of
 /// [`super::db::STANDS`]): `tries` where the schema has it (attempts given back are not
 /// retried numbers), else `attempts`.
 pub async fn try_column(client: &Client, rec: &str) -> String {
     let has_tries = client
         .query_opt(
             "SELECT 1 FROM information_schema.columns
-             WHERE table_name = 'notification_jobs' AND column_name = 'tries'",
+             WHERE table_name = 'job_requests' AND column_name = 'tries'",
             &[],
         )
         .await

@@ -1,4 +1,4 @@
-//! What the job tables say at the end of a scenario. A job's record is in notification_jobs
+//! What the job tables say at the end of a scenario. A job's record is in job_requests
 //! (the accepted request); an open job (pending or failed) has one row in job_queue, whose
 //! claim token says a worker holds it and whose attempts, tries and due time are the live
 //! ones; a finished job has no queue row and one row in job_outcomes (its final status).
@@ -35,7 +35,7 @@ pub async fn statuses(client: &Client) -> HashMap<String, u64> {
 
 /// Every row of the job table.
 pub async fn jobs(client: &Client) -> u64 {
-    crate::count(client, "SELECT count(*) FROM notification_jobs").await as u64
+    crate::count(client, "SELECT count(*) FROM job_requests").await as u64
 }
 
 /// The queue: its rows (the open jobs) and those a worker holds (claim token set).
@@ -66,12 +66,12 @@ pub async fn queue(client: &Client) -> Queue {
 pub async fn queue_mismatches(client: &Client) -> u64 {
     crate::count(
         client,
-        "SELECT (SELECT count(*) FROM notification_jobs j
+        "SELECT (SELECT count(*) FROM job_requests j
                  WHERE j.status IN ('pending', 'failed')
                    AND NOT EXISTS (SELECT 1 FROM job_queue q WHERE q.id = j.id)
                    AND NOT EXISTS (SELECT 1 FROM job_outcomes o WHERE o.job_id = j.id))
               + (SELECT count(*) FROM job_queue q
-                 WHERE NOT EXISTS (SELECT 1 FROM notification_jobs j WHERE j.id = q.id)
+                 WHERE NOT EXISTS (SELECT 1 FROM job_requests j WHERE j.id = q.id)
                     OR EXISTS (SELECT 1 FROM job_outcomes o WHERE o.job_id = q.id))",
     )
     .await as u64
@@ -98,7 +98,7 @@ pub async fn missing_rows(client: &Client, accepted: &[Uuid]) -> u64 {
     let row = client
         .query_one(
             "SELECT count(*) FROM unnest($1::uuid[]) AS a(id)
-             WHERE NOT EXISTS (SELECT 1 FROM notification_jobs j WHERE j.id = a.id)",
+             WHERE NOT EXISTS (SELECT 1 FROM job_requests j WHERE j.id = a.id)",
             &[&accepted],
         )
         .await
@@ -114,7 +114,7 @@ pub async fn attempts_without_rows(client: &Client) -> u64 {
         client,
         &format!(
             "SELECT count(*) FROM ({STANDS}) j
-             WHERE {attempts} <> (SELECT count(*) FROM notification_deliveries d
+             WHERE {attempts} <> (SELECT count(*) FROM job_attempts d
                                   WHERE d.job_id = j.id)"
         ),
     )
@@ -125,7 +125,7 @@ pub async fn attempts_without_rows(client: &Client) -> u64 {
 pub async fn lost_attempts(client: &Client) -> u64 {
     crate::count(
         client,
-        "SELECT count(*) FROM notification_deliveries WHERE outcome = 'lost'",
+        "SELECT count(*) FROM job_attempts WHERE outcome = 'lost'",
     )
     .await as u64
 }
