@@ -386,7 +386,7 @@ mod tests {
             "the claim is in it"
         );
         assert!(
-            script.contains("INSERT INTO notification_deliveries"),
+            script.contains("INSERT INTO job_attempts"),
             "so is the completion"
         );
         assert!(script.trim_end().ends_with("FROM bench_out \\gset"));

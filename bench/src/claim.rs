@@ -172,7 +172,7 @@ pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> 
                                   AS t) AS ts
          ),
          jobs AS (
-             INSERT INTO notification_jobs
+             INSERT INTO job_requests
                  (id, organization_id, channel, payload, next_attempt_at, created_at,
                   updated_at)
              SELECT id, '0b9d8c1e-0000-4000-8000-000000000001'::uuid, 'sms',
@@ -191,9 +191,10 @@ pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> 
                     CASE attempts WHEN 1 THEN NULL ELSE 'InvalidParameter: bench' END, t
              FROM src
          )
-         INSERT INTO notification_deliveries
-             (job_id, attempt, provider, provider_message_id, outcome, started_at, finished_at)
-         SELECT id, attempts, 'sns', id::text,
+         INSERT INTO job_attempts
+             (job_id, job_created_at, attempt, provider, provider_message_id, outcome,
+              started_at, finished_at)
+         SELECT id, t, attempts, 'sns', id::text,
                 CASE attempts WHEN 1 THEN 'sent' ELSE 'dead' END, t, t
          FROM src",
         id = crate::db::uuid_v7("t")

@@ -21,13 +21,9 @@ pub fn uuid_v7(t: &str) -> String {
 pub const PEER_DB: &str = "notif_bench_peer";
 
 /// The tables a job is written to: its record, its queue row while open, its outcome row
-/// once finished, one delivery row per attempt.
-pub const JOB_TABLES: [&str; 4] = [
-    "notification_jobs",
-    "job_queue",
-    "job_outcomes",
-    "notification_deliveries",
-];
+/// once finished, one delivery row per attempt (the history's three are partitioned by day:
+/// TRUNCATE and VACUUM reach every partition).
+pub const JOB_TABLES: [&str; 4] = ["job_requests", "job_queue", "job_outcomes", "job_attempts"];
 
 pub struct Bench {
     /// The benchmark database, as a URL (for pgbench) and as a config (for our code).
@@ -95,8 +91,9 @@ impl Bench {
     pub async fn insert_due(&self, n: i64) -> Result<()> {
         self.client
             .execute(
-                &format!("WITH jobs AS (
-                 INSERT INTO notification_jobs (id, organization_id, channel, payload, next_attempt_at)
+                &format!(
+                    "WITH jobs AS (
+                 INSERT INTO job_requests (id, organization_id, channel, payload, next_attempt_at)
                  SELECT {id}, '0b9d8c1e-0000-4000-8000-000000000001'::uuid,
                         CASE WHEN g % 2 = 0 THEN 'sms' ELSE 'email' END,
                         CASE WHEN g % 2 = 0
@@ -152,7 +149,7 @@ impl Bench {
             .query_one(
                 "SELECT (SELECT count(*) FROM job_outcomes WHERE status = 'sent'),
                         (SELECT count(*) FROM job_queue),
-                        (SELECT count(*) FROM notification_deliveries)",
+                        (SELECT count(*) FROM job_attempts)",
                 &[],
             )
             .await
