@@ -264,3 +264,15 @@ pub fn completion(
         finished_at: now,
     }
 }
+
+/// The previous release's statements (0013, before the history was partitioned), verbatim:
+/// its ingest, its claim, and its completion with the claim spliced in (as the store does),
+/// for the tests of 0014 and 0015 with that release still running.
+pub mod release_0013 {
+    pub const INSERT_JOBS: &str = include_str!("../fixtures/release_0013/insert_jobs.sql");
+    pub const CLAIM: &str = include_str!("../fixtures/release_0013/claim.sql");
+
+    pub fn complete() -> String {
+        include_str!("../fixtures/release_0013/complete.sql").replace("/* claim.sql */", CLAIM)
+    }
+}

@@ -528,3 +528,216 @@ async fn jobs_that_ended_before_the_outcome_table_read_and_change_as_before() {
     assert!(store.get(org, old_sent).await.unwrap().is_none());
     assert_eq!(status(sent).await, JobStatus::Delivered);
 }
+
+/// 0014 and 0015 partition the history by day while the previous release (0013) keeps
+/// working: its ingest writes notification_jobs directly (its ON CONFLICT reads that table's
+/// own unique index), its keys reach idempotency_keys, its worker's completion routes the
+/// outcome row and writes its delivery row into the partition before the cut. The current
+/// release reads all of it, deduplicates against keys of either release, and finishes the
+/// jobs the previous one accepted. A job accepted after the cut goes to its day's partition.
+#[tokio::test]
+async fn the_history_is_partitioned_while_the_previous_release_works() {
+    use chrono::{DateTime, Utc};
+    use shared::domain::{Channel, JobStatus};
+    use shared::store::{Completion, Decision, Idempotency, Inserted, JobStore, NewJob, PgStore};
+
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    let org: uuid::Uuid = "00000000-0000-4000-8000-000000000015".parse().unwrap();
+    migrate::run_files(&mut client, &integration_tests::migrations_before("0014"))
+        .await
+        .unwrap();
+    // the previous release's ingest, on a connection of its own: one job, keyed or not;
+    // Some(id) when it was inserted
+    let old = db.client().await;
+    let old_ingest = |key: Option<&'static str>| {
+        let client = &old;
+        async move {
+            let id = uuid::Uuid::now_v7();
+            let to = format!("+1555555{:04}", id.as_u128() % 10_000);
+            let rows = client
+                .query(
+                    integration_tests::release_0013::INSERT_JOBS,
+                    &[
+                        &vec![id],
+                        &vec![org],
+                        &vec!["sms".to_owned()],
+                        &vec![serde_json::json!({"to": to, "message": "hi"})],
+                        &vec![5_i32],
+                        &vec![Utc::now() - chrono::Duration::seconds(1)],
+                        &vec![key.map(str::to_owned)],
+                        &vec![key.map(|k| format!("hash-{k}"))],
+                        &vec![Utc::now() + chrono::Duration::days(1)],
+                        &vec![None::<String>],
+                        &vec![to.clone()],
+                    ],
+                )
+                .await
+                .expect("the previous release's ingest");
+            rows.first().map(|r| r.get::<_, uuid::Uuid>("id"))
+        }
+    };
+    let before = old_ingest(Some("k1")).await.expect("inserted");
+    // the previous release's worker claims it before the migration
+    let claimed = client
+        .query(
+            &integration_tests::release_0013::complete(),
+            &[
+                &1_i64,
+                &None::<DateTime<Utc>>,
+                &Vec::<uuid::Uuid>::new(),
+                &Vec::<uuid::Uuid>::new(),
+                &Vec::<i32>::new(),
+                &Vec::<String>::new(),
+                &Vec::<Option<DateTime<Utc>>>::new(),
+                &Vec::<String>::new(),
+                &Vec::<Option<String>>::new(),
+                &Vec::<Option<String>>::new(),
+                &Vec::<Option<String>>::new(),
+                &Vec::<DateTime<Utc>>::new(),
+                &Vec::<DateTime<Utc>>::new(),
+            ],
+        )
+        .await
+        .expect("the previous release's claim");
+    assert_eq!(claimed.len(), 1);
+    let token: uuid::Uuid = claimed[0].get("claim_token");
+
+    let report = migrate::run(&mut client).await.unwrap();
+    assert!(
+        report.applied.iter().any(|n| n.starts_with("0015_")),
+        "{report:?}"
+    );
+    let cut: DateTime<Utc> = client
+        .query_one("SELECT cut FROM job_history_cut", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        cut > Utc::now() + chrono::Duration::days(1),
+        "a database with jobs: the cut is after any deploy window ({cut})"
+    );
+
+    // the previous release goes on: a keyed job, a repeat of a key it used before the
+    // migration (nothing written), and the completion of the job it claimed before it
+    let after = old_ingest(Some("k2"))
+        .await
+        .expect("the previous ingest still inserts");
+    assert_eq!(
+        old_ingest(Some("k1")).await,
+        None,
+        "its repeat is still deduplicated"
+    );
+    let sent = client
+        .query(
+            &integration_tests::release_0013::complete(),
+            &[
+                &0_i64,
+                &None::<DateTime<Utc>>,
+                &vec![before],
+                &vec![token],
+                &vec![1_i32],
+                &vec!["sent".to_owned()],
+                &vec![None::<DateTime<Utc>>],
+                &vec!["sns".to_owned()],
+                &vec![Some("msg-before".to_owned())],
+                &vec![None::<String>],
+                &vec![None::<String>],
+                &vec![Utc::now()],
+                &vec![Utc::now()],
+            ],
+        )
+        .await
+        .expect("the previous release's completion");
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].get::<_, Option<bool>>("applied").unwrap_or(false));
+
+    // the current release
+    let store = PgStore::new(db.config.clone());
+    let job = |key: &str| NewJob {
+        organization_id: org,
+        channel: Channel::Sms,
+        payload: serde_json::json!({"to": "+15555550199", "message": "hi"}),
+        max_attempts: 5,
+        next_attempt_at: Utc::now() - chrono::Duration::seconds(1),
+        expires_at: Utc::now() + chrono::Duration::days(1),
+        idempotency: Some(Idempotency {
+            key: key.to_owned(),
+            request_hash: format!("hash-{key}"),
+        }),
+        trace_header: None,
+    };
+    // a key either release used is known: the same request answers with that job
+    for (key, id) in [("k1", before), ("k2", after)] {
+        match store.insert(&job(key)).await.unwrap() {
+            Inserted::Existing(s) => assert_eq!(s.id, id, "key {key}"),
+            other => panic!("key {key} of job {id}: {other:?}"),
+        }
+    }
+    let fresh = match store.insert(&job("k3")).await.unwrap() {
+        Inserted::Created(s) => s.id,
+        other => panic!("{other:?}"),
+    };
+    let done = store.get(org, before).await.unwrap().expect("the job");
+    assert_eq!(done.status, JobStatus::Sent);
+    let attempts = done.deliveries.expect("its attempts");
+    assert_eq!(
+        attempts.len(),
+        1,
+        "its attempt, written by the previous release"
+    );
+    assert_eq!(
+        attempts[0].provider_message_id.as_deref(),
+        Some("msg-before")
+    );
+    // the current worker finishes the jobs both releases accepted
+    let claimed = store.claim(10, None).await.unwrap();
+    let mut ids: Vec<uuid::Uuid> = claimed.iter().map(|c| c.id).collect();
+    ids.sort();
+    let mut want = vec![after, fresh];
+    want.sort();
+    assert_eq!(ids, want);
+    let completions: Vec<Completion> = claimed
+        .iter()
+        .map(|c| Completion {
+            job_id: c.id,
+            claim_token: c.claim_token,
+            attempt: c.tries,
+            channel: Channel::Sms,
+            decision: Decision::Sent,
+            provider_message_id: Some(format!("msg-{}", c.id)),
+            error_code: None,
+            error_message: None,
+            started_at: Utc::now(),
+            finished_at: Utc::now(),
+        })
+        .collect();
+    store.complete(&completions, None).await.unwrap();
+    for id in [after, fresh] {
+        let job = store.get(org, id).await.unwrap().expect("the job");
+        let attempts = job.deliveries.map(|d| d.len());
+        assert_eq!((job.status, attempts), (JobStatus::Sent, Some(1)), "{id}");
+    }
+    // before the cut, everything is in the partitions that were today's tables
+    let in_before = integration_tests::count(
+        &client,
+        "SELECT (SELECT count(*) FROM notification_jobs) * 100
+                + (SELECT count(*) FROM job_outcomes_before) * 10
+                + (SELECT count(*) FROM notification_deliveries)",
+    )
+    .await;
+    assert_eq!(in_before, 333, "3 records, 3 outcome rows, 3 delivery rows");
+    // a job accepted after the cut goes to its day's partitions
+    let partition: String = client
+        .query_one(
+            "INSERT INTO job_requests (organization_id, channel, payload, created_at)
+             SELECT $1, 'sms', '{\"to\": \"+15555550198\"}', cut + interval '1 hour'
+             FROM job_history_cut
+             RETURNING tableoid::regclass::text",
+            &[&org],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(partition, format!("job_requests_{}", cut.format("%Y%m%d")));
+}
