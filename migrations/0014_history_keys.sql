@@ -64,7 +64,7 @@ ON CONFLICT (organization_id, idempotency_key) DO NOTHING;
 -- ("before the cut"): the reads look for a job's attempts under both.
 DO $$
 BEGIN
-    SET LOCAL lock_timeout = '1s';
+    SET LOCAL lock_timeout = '500ms';
     ALTER TABLE notification_deliveries
         ADD COLUMN IF NOT EXISTS job_created_at timestamptz NOT NULL DEFAULT '-infinity';
 END
@@ -83,25 +83,42 @@ CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS notification_deliveries_key
 CREATE INDEX CONCURRENTLY IF NOT EXISTS delivery_feedback_received
     ON delivery_feedback (received_at);
 
--- "Before the cut", as constraints the attach can trust without scanning under its lock.
+-- "Before the cut", as constraints the attach can trust without scanning under its lock:
+-- added NOT VALID (an instant's lock, one table per statement, so this file never holds one
+-- table's lock while it waits for another's: the previous release takes them in its own
+-- order; the first version of this file took two in one statement and deadlocked with its
+-- ingest in tests/tests/online_migration.rs), then validated by a scan that blocks no write.
+-- The lock waits are shorter than the server's deadlock_timeout (1 s by default), so this
+-- file gives up first, and the runner runs the statement again.
 DO $$
-DECLARE
-    cut timestamptz := (SELECT c.cut FROM job_history_cut AS c);
 BEGIN
-    SET LOCAL lock_timeout = '1s';
+    SET LOCAL lock_timeout = '500ms';
+    ALTER TABLE notification_jobs DROP CONSTRAINT IF EXISTS notification_jobs_before_cut;
+    EXECUTE format('ALTER TABLE notification_jobs ADD CONSTRAINT notification_jobs_before_cut
+                        CHECK (created_at < %L) NOT VALID',
+                   (SELECT cut FROM job_history_cut));
+END
+$$;
+DO $$
+BEGIN
+    SET LOCAL lock_timeout = '500ms';
     IF to_regclass('job_outcomes_before') IS NULL THEN -- not yet renamed by 0015
         ALTER TABLE job_outcomes DROP CONSTRAINT IF EXISTS job_outcomes_before_cut;
         EXECUTE format('ALTER TABLE job_outcomes ADD CONSTRAINT job_outcomes_before_cut
-                            CHECK (created_at < %L) NOT VALID', cut);
+                            CHECK (created_at < %L) NOT VALID',
+                       (SELECT cut FROM job_history_cut));
     END IF;
-    ALTER TABLE notification_jobs DROP CONSTRAINT IF EXISTS notification_jobs_before_cut;
-    EXECUTE format('ALTER TABLE notification_jobs ADD CONSTRAINT notification_jobs_before_cut
-                        CHECK (created_at < %L) NOT VALID', cut);
+END
+$$;
+DO $$
+BEGIN
+    SET LOCAL lock_timeout = '500ms';
     ALTER TABLE notification_deliveries
         DROP CONSTRAINT IF EXISTS notification_deliveries_before_cut;
     EXECUTE format('ALTER TABLE notification_deliveries
                         ADD CONSTRAINT notification_deliveries_before_cut
-                        CHECK (job_created_at < %L) NOT VALID', cut);
+                        CHECK (job_created_at < %L) NOT VALID',
+                   (SELECT cut FROM job_history_cut));
 END
 $$;
 ALTER TABLE notification_jobs VALIDATE CONSTRAINT notification_jobs_before_cut;

@@ -11,11 +11,15 @@
 --    ON CONFLICT targets, stay), and its job_outcomes rows are routed to the partition of
 --    their job's day. Its rows fall before the cut.
 --  * The queue (job_queue) is not partitioned: it holds the open jobs only.
--- Takes its locks first, with a bounded wait (as 0011 and 0012); everything here is catalog
--- work, a few milliseconds.
-SET LOCAL lock_timeout = '1s';
-LOCK TABLE job_states IN ACCESS EXCLUSIVE MODE;
-LOCK TABLE notification_deliveries, delivery_feedback IN ACCESS EXCLUSIVE MODE;
+-- Takes its locks first, in the order the previous release's ingest and worker take them
+-- (records, queue, outcomes, attempts), with a bounded wait shorter than the server's
+-- deadlock_timeout (1 s by default): should a statement of that release (its feedback,
+-- which goes the other way) wait on this file while holding a lock it needs, this file is
+-- the one that gives up, and the runner tries it again. Everything here is catalog work,
+-- a few milliseconds.
+SET LOCAL lock_timeout = '500ms';
+LOCK TABLE notification_jobs, job_queue, job_outcomes, notification_deliveries,
+           delivery_feedback, job_states IN ACCESS EXCLUSIVE MODE;
 
 -- 0011's trigger queued jobs inserted by a release older than 0011; the previous release
 -- queues its jobs itself.

@@ -338,7 +338,21 @@ async fn apply_outside_transaction(
         source,
     };
     for statement in m.statements() {
-        client.batch_execute(&statement).await.map_err(err)?;
+        // each statement is idempotent: one that lost a deadlock or timed out on a lock
+        // (its own lock_timeout) runs again, as a transactional file does
+        let mut lock_retries = 0;
+        loop {
+            match client.batch_execute(&statement).await {
+                Ok(()) => break,
+                Err(e) if lock_conflict(&e) && lock_retries < LOCK_RETRIES => {
+                    lock_retries += 1;
+                    tracing::warn!(migration = m.name, error = %e, attempt = lock_retries,
+                                   "migration statement could not take its locks; retrying");
+                    tokio::time::sleep(LOCK_RETRY_PAUSE * lock_retries).await;
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
     }
     if let Some(index) = invalid_index(client).await.map_err(err)? {
         return Err(MigrateError::InvalidIndex { index });

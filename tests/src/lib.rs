@@ -269,10 +269,85 @@ pub fn completion(
 /// its ingest, its claim, and its completion with the claim spliced in (as the store does),
 /// for the tests of 0014 and 0015 with that release still running.
 pub mod release_0013 {
+    use chrono::{DateTime, Utc};
+    use tokio_postgres::Client;
+    use uuid::Uuid;
+
     pub const INSERT_JOBS: &str = include_str!("../fixtures/release_0013/insert_jobs.sql");
     pub const CLAIM: &str = include_str!("../fixtures/release_0013/claim.sql");
 
     pub fn complete() -> String {
         include_str!("../fixtures/release_0013/complete.sql").replace("/* claim.sql */", CLAIM)
+    }
+
+    /// Its ingest of one SMS job, keyed or not: `Some(id)` when inserted, `None` for a repeat.
+    pub async fn ingest(
+        client: &Client,
+        org: Uuid,
+        key: Option<&str>,
+    ) -> Result<Option<Uuid>, tokio_postgres::Error> {
+        let id = Uuid::now_v7();
+        let to = format!("+1555{:07}", id.as_u128() % 10_000_000);
+        let rows = client
+            .query(
+                INSERT_JOBS,
+                &[
+                    &vec![id],
+                    &vec![org],
+                    &vec!["sms".to_owned()],
+                    &vec![serde_json::json!({"to": to, "message": "hi"})],
+                    &vec![5_i32],
+                    &vec![Utc::now() - chrono::Duration::seconds(1)],
+                    &vec![key.map(str::to_owned)],
+                    &vec![key.map(|k| format!("hash-{k}"))],
+                    &vec![Utc::now() + chrono::Duration::days(1)],
+                    &vec![None::<String>],
+                    &vec![to.clone()],
+                ],
+            )
+            .await?;
+        Ok(rows.first().map(|r| r.get("id")))
+    }
+
+    /// A claimed job: id, claim token, try number.
+    pub type Claimed = (Uuid, Uuid, i32);
+
+    /// Its worker's statement: completes `sent` as sent (provider message id `msg-<id>`) and
+    /// claims up to `batch` due jobs.
+    pub async fn complete_and_claim(
+        client: &Client,
+        sent: &[Claimed],
+        batch: i64,
+    ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
+        let now = Utc::now();
+        let n = sent.len();
+        let rows = client
+            .query(
+                &complete(),
+                &[
+                    &batch,
+                    &None::<DateTime<Utc>>,
+                    &sent.iter().map(|c| c.0).collect::<Vec<_>>(),
+                    &sent.iter().map(|c| c.1).collect::<Vec<_>>(),
+                    &sent.iter().map(|c| c.2).collect::<Vec<_>>(),
+                    &vec!["sent".to_owned(); n],
+                    &vec![None::<DateTime<Utc>>; n],
+                    &vec!["sns".to_owned(); n],
+                    &sent
+                        .iter()
+                        .map(|c| Some(format!("msg-{}", c.0)))
+                        .collect::<Vec<_>>(),
+                    &vec![None::<String>; n],
+                    &vec![None::<String>; n],
+                    &vec![now; n],
+                    &vec![now; n],
+                ],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .filter(|r| r.get::<_, Option<bool>>("applied").is_none())
+            .map(|r| (r.get("id"), r.get("claim_token"), r.get("tries")))
+            .collect())
     }
 }

@@ -547,61 +547,25 @@ async fn the_history_is_partitioned_while_the_previous_release_works() {
     migrate::run_files(&mut client, &integration_tests::migrations_before("0014"))
         .await
         .unwrap();
-    // the previous release's ingest, on a connection of its own: one job, keyed or not;
-    // Some(id) when it was inserted
+    // the previous release, on a connection of its own
     let old = db.client().await;
     let old_ingest = |key: Option<&'static str>| {
         let client = &old;
         async move {
-            let id = uuid::Uuid::now_v7();
-            let to = format!("+1555555{:04}", id.as_u128() % 10_000);
-            let rows = client
-                .query(
-                    integration_tests::release_0013::INSERT_JOBS,
-                    &[
-                        &vec![id],
-                        &vec![org],
-                        &vec!["sms".to_owned()],
-                        &vec![serde_json::json!({"to": to, "message": "hi"})],
-                        &vec![5_i32],
-                        &vec![Utc::now() - chrono::Duration::seconds(1)],
-                        &vec![key.map(str::to_owned)],
-                        &vec![key.map(|k| format!("hash-{k}"))],
-                        &vec![Utc::now() + chrono::Duration::days(1)],
-                        &vec![None::<String>],
-                        &vec![to.clone()],
-                    ],
-                )
+            integration_tests::release_0013::ingest(client, org, Some(key).flatten())
                 .await
-                .expect("the previous release's ingest");
-            rows.first().map(|r| r.get::<_, uuid::Uuid>("id"))
+                .expect("the previous release's ingest")
         }
     };
     let before = old_ingest(Some("k1")).await.expect("inserted");
-    // the previous release's worker claims it before the migration
-    let claimed = client
-        .query(
-            &integration_tests::release_0013::complete(),
-            &[
-                &1_i64,
-                &None::<DateTime<Utc>>,
-                &Vec::<uuid::Uuid>::new(),
-                &Vec::<uuid::Uuid>::new(),
-                &Vec::<i32>::new(),
-                &Vec::<String>::new(),
-                &Vec::<Option<DateTime<Utc>>>::new(),
-                &Vec::<String>::new(),
-                &Vec::<Option<String>>::new(),
-                &Vec::<Option<String>>::new(),
-                &Vec::<Option<String>>::new(),
-                &Vec::<DateTime<Utc>>::new(),
-                &Vec::<DateTime<Utc>>::new(),
-            ],
-        )
+    // its worker claims the job before the migration
+    let claimed = integration_tests::release_0013::complete_and_claim(&old, &[], 1)
         .await
         .expect("the previous release's claim");
-    assert_eq!(claimed.len(), 1);
-    let token: uuid::Uuid = claimed[0].get("claim_token");
+    assert_eq!(
+        claimed.iter().map(|c| c.0).collect::<Vec<_>>(),
+        vec![before]
+    );
 
     let report = migrate::run(&mut client).await.unwrap();
     assert!(
@@ -628,29 +592,21 @@ async fn the_history_is_partitioned_while_the_previous_release_works() {
         None,
         "its repeat is still deduplicated"
     );
-    let sent = client
-        .query(
-            &integration_tests::release_0013::complete(),
-            &[
-                &0_i64,
-                &None::<DateTime<Utc>>,
-                &vec![before],
-                &vec![token],
-                &vec![1_i32],
-                &vec!["sent".to_owned()],
-                &vec![None::<DateTime<Utc>>],
-                &vec!["sns".to_owned()],
-                &vec![Some("msg-before".to_owned())],
-                &vec![None::<String>],
-                &vec![None::<String>],
-                &vec![Utc::now()],
-                &vec![Utc::now()],
-            ],
-        )
+    let next = integration_tests::release_0013::complete_and_claim(&old, &claimed, 0)
         .await
         .expect("the previous release's completion");
-    assert_eq!(sent.len(), 1);
-    assert!(sent[0].get::<_, Option<bool>>("applied").unwrap_or(false));
+    assert!(next.is_empty());
+    assert_eq!(
+        integration_tests::count(
+            &client,
+            &format!(
+                "SELECT count(*) FROM job_outcomes WHERE job_id = '{before}' AND status = 'sent'"
+            )
+        )
+        .await,
+        1,
+        "its completion applied"
+    );
 
     // the current release
     let store = PgStore::new(db.config.clone());
@@ -687,8 +643,8 @@ async fn the_history_is_partitioned_while_the_previous_release_works() {
         "its attempt, written by the previous release"
     );
     assert_eq!(
-        attempts[0].provider_message_id.as_deref(),
-        Some("msg-before")
+        attempts[0].provider_message_id,
+        Some(format!("msg-{before}"))
     );
     // the current worker finishes the jobs both releases accepted
     let claimed = store.claim(10, None).await.unwrap();

@@ -299,3 +299,201 @@ async fn the_queue_moves_out_online_while_the_previous_release_works() {
         twice.len()
     );
 }
+
+/// A database at 0013 as that release leaves it: `finished` sent jobs over the last 29 days
+/// (record, outcome row, delivery row) and `DUE` due ones (record and queue row).
+async fn deployed_0013(db: &TestDb, finished: i64) {
+    let mut client = db.client().await;
+    let before = integration_tests::migrations_before("0014");
+    migrate::run_files(&mut client, &before).await.unwrap();
+    client
+        .execute(
+            "WITH src AS MATERIALIZED (
+                 SELECT gen_random_uuid() AS id, g,
+                        now() - (g % 2505600) * interval '1 second' AS t
+                 FROM generate_series(1, $2::bigint) AS g
+             ),
+             jobs AS (
+                 INSERT INTO notification_jobs
+                     (id, organization_id, channel, payload, next_attempt_at, created_at,
+                      updated_at)
+                 SELECT id, $1::text::uuid, 'sms',
+                        jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
+                                           'message', 'Your invoice is paid'),
+                        t, t, t
+                 FROM src
+             ),
+             ended AS (
+                 INSERT INTO job_outcomes
+                     (job_id, organization_id, created_at, status, attempts, max_attempts,
+                      tries, next_attempt_at, updated_at)
+                 SELECT id, $1::text::uuid, t, 'sent', 1, 5, 1, t, t FROM src
+             )
+             INSERT INTO notification_deliveries
+                 (job_id, attempt, provider, provider_message_id, outcome, started_at,
+                  finished_at)
+             SELECT id, 1, 'sns', id::text, 'sent', t, t FROM src",
+            &[&ORG, &finished],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "WITH jobs AS (
+                 INSERT INTO notification_jobs
+                     (organization_id, channel, payload, next_attempt_at, expires_at)
+                 SELECT $1::text::uuid, 'sms',
+                        jsonb_build_object('to', '+1666' || lpad(g::text, 7, '0'),
+                                           'message', 'hi'),
+                        now() - interval '1 minute', now() + interval '1 day'
+                 FROM generate_series(1, $2::bigint) AS g
+                 RETURNING id, organization_id, channel, payload, next_attempt_at, expires_at,
+                           max_attempts, created_at
+             )
+             INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
+                                    expires_at, max_attempts, created_at, updated_at)
+             SELECT id, organization_id, channel, payload, next_attempt_at, expires_at,
+                    max_attempts, created_at, created_at
+             FROM jobs",
+            &[&ORG, &DUE],
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute(
+            "VACUUM ANALYZE notification_jobs, job_outcomes, notification_deliveries, job_queue",
+        )
+        .await
+        .unwrap();
+}
+
+/// The 0013 release's worker: its completion-and-claim statement in batches of 100, until
+/// told to stop (after completing its batch in hand). Stops with the error of a failed
+/// statement: there must be none.
+async fn worker_0013(db: &TestDb, sends: Sends, stop: Arc<AtomicBool>) -> Result<(), String> {
+    use integration_tests::release_0013::complete_and_claim;
+    let client = db.client().await;
+    let mut in_hand = Vec::new();
+    loop {
+        let batch = if stop.load(Ordering::Relaxed) { 0 } else { 100 };
+        in_hand = complete_and_claim(&client, &in_hand, batch)
+            .await
+            .map_err(|e| cause(&e))?;
+        if batch == 0 {
+            return Ok(());
+        }
+        let mut sent = sends.lock().await;
+        for (id, _, _) in &in_hand {
+            *sent.entry(*id).or_default() += 1;
+        }
+        drop(sent);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The 0013 release's ingest: one job at a time (every other one keyed), until told to stop;
+/// each insert's latency.
+async fn ingest_0013(db: &TestDb, stop: Arc<AtomicBool>) -> Vec<Duration> {
+    let client = db.client().await;
+    let org: Uuid = ORG.parse().unwrap();
+    let mut latencies = Vec::new();
+    for n in 0u64.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let key = (n % 2 == 0).then(|| format!("key-{n}"));
+        let started = Instant::now();
+        integration_tests::release_0013::ingest(&client, org, key.as_deref())
+            .await
+            .unwrap()
+            .expect("a new job");
+        latencies.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    latencies
+}
+
+/// 0014 and 0015 (the history partitioned by day) on a deployed database, online: 1M
+/// finished and 10k due jobs, the previous release (0013) working them and accepting more
+/// throughout. Its worker and ingest never fail and are never blocked for long (0014 builds
+/// its keys CONCURRENTLY; 0015 is catalog work); then the current release finishes the rest:
+/// every job sent exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_history_is_partitioned_online_while_the_previous_release_works() {
+    let finished = finished_jobs();
+    let db = TestDb::empty().await;
+    let fill = Instant::now();
+    deployed_0013(&db, finished).await;
+    eprintln!(
+        "{finished} finished + {DUE} due jobs at 0013 in {:?}",
+        fill.elapsed()
+    );
+
+    let sends: Sends = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let db = Arc::new(db);
+    let worker = tokio::spawn({
+        let (db, sends, stop) = (db.clone(), sends.clone(), stop.clone());
+        async move { worker_0013(&db, sends, stop).await }
+    });
+    let ingest = tokio::spawn({
+        let (db, stop) = (db.clone(), stop.clone());
+        async move { ingest_0013(&db, stop).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut client = db.client().await;
+    let started = Instant::now();
+    migrate::run_files(&mut client, &integration_tests::migrations_before("0015"))
+        .await
+        .unwrap();
+    let keys_time = started.elapsed();
+    let started = Instant::now();
+    let report = migrate::run(&mut client).await.unwrap();
+    let partition_time = started.elapsed();
+    assert_eq!(report.applied, vec!["0015_history_by_day.sql".to_owned()]);
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    worker
+        .await
+        .unwrap()
+        .expect("the previous release's worker never fails");
+    let latencies = ingest.await.unwrap();
+    let worst_insert = latencies.iter().max().copied().unwrap_or_default();
+    let old_sent = sends.lock().await.len();
+
+    let store = db.store().await;
+    new_worker(&store, &sends).await;
+
+    let accepted = DUE + latencies.len() as i64;
+    let sent = integration_tests::count(
+        &client,
+        &format!(
+            "SELECT count(*) FROM job_states WHERE status = 'sent' AND organization_id = '{ORG}'"
+        ),
+    )
+    .await;
+    assert_eq!(sent, finished + accepted, "every job ends sent");
+    let sends = sends.lock().await;
+    assert_eq!(sends.len() as i64, accepted, "every accepted job was sent");
+    assert!(
+        sends.values().all(|n| *n == 1),
+        "none twice: the previous worker completed all it claimed"
+    );
+    let keys = integration_tests::count(&client, "SELECT count(*) FROM idempotency_keys").await;
+    assert_eq!(
+        keys,
+        latencies.len().div_ceil(2) as i64,
+        "every key the previous ingest used is in idempotency_keys"
+    );
+    assert!(
+        worst_insert < Duration::from_secs(2),
+        "the previous ingest is never blocked for long: {worst_insert:?}"
+    );
+    eprintln!(
+        "0014: {keys_time:?}, 0015: {partition_time:?}; previous worker sent {old_sent}; \
+         previous ingest: {} inserts, slowest {worst_insert:?}",
+        latencies.len()
+    );
+}
