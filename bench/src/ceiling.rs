@@ -140,7 +140,7 @@ fn split_final_select(sql: &str) -> Option<(&str, &str)> {
 }
 
 /// What the pgbench clients start with: no batch in hand.
-pub const INITIAL: [&str; 11] = [
+pub const INITIAL: [&str; 12] = [
     "ids",
     "tokens",
     "attempts",
@@ -152,6 +152,7 @@ pub const INITIAL: [&str; 11] = [
     "error_messages",
     "started",
     "finished",
+    "created",
 ];
 
 /// The pgbench script.
@@ -159,10 +160,10 @@ pub fn script() -> Result<String> {
     let claim = read_sql("claim.sql")?;
     let complete = read_sql("complete.sql")?;
     const MARKER: &str = "/* claim.sql */";
-    if max_param(&claim) != 2 || max_param(&complete) != 13 || !complete.contains(MARKER) {
+    if max_param(&claim) != 2 || max_param(&complete) != 14 || !complete.contains(MARKER) {
         bail!(
             "the SQL changed shape (claim.sql takes {} parameters, complete.sql {}{}; the ceiling \
-             script expects 2, and 13 with claim.sql in place of {MARKER}): update bench/src/ceiling.rs",
+             script expects 2, and 14 with claim.sql in place of {MARKER}): update bench/src/ceiling.rs",
             max_param(&claim),
             max_param(&complete),
             if complete.contains(MARKER) { "" } else { " without the claim marker" },
@@ -197,7 +198,8 @@ pub fn script() -> Result<String> {
                 coalesce(array_agg(NULL::text) FILTER (WHERE applied IS NULL), '{{}}') AS error_codes,\n\
                 coalesce(array_agg(NULL::text) FILTER (WHERE applied IS NULL), '{{}}') AS error_messages,\n\
                 coalesce(array_agg(clock_timestamp()) FILTER (WHERE applied IS NULL), '{{}}') AS started,\n\
-                coalesce(array_agg(clock_timestamp()) FILTER (WHERE applied IS NULL), '{{}}') AS finished\n\
+                coalesce(array_agg(clock_timestamp()) FILTER (WHERE applied IS NULL), '{{}}') AS finished,\n\
+                coalesce(array_agg(created_at) FILTER (WHERE applied IS NULL), '{{}}') AS created\n\
          FROM bench_out \\gset\n",
         with_list = with.trim_end(),
     ))

@@ -131,6 +131,7 @@ pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<Drain> {
                 error_message: None,
                 started_at: now,
                 finished_at: now,
+                job_created_at: job.created_at,
             })
             .collect();
         let t1 = Instant::now();

@@ -27,7 +27,7 @@ SET attempts    = q.attempts + 1,
 FROM due
 WHERE q.id = due.id
 RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
-          q.tries, q.claim_token, q.claimed_at, q.trace_header,
+          q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
           -- the recipient was suppressed after the job was accepted: the worker ends it
           -- `dead` without calling the provider
           EXISTS (SELECT FROM suppressions AS s

@@ -11,15 +11,16 @@
 -- $3 ids, $4 claim tokens, $5 tries (the delivery row's attempt number),
 -- $6 outcomes (sent|retry|held|dead), $7 retry times,
 -- $8 providers, $9 provider message ids, $10 error codes, $11 error messages,
--- $12 started, $13 finished
+-- $12 started, $13 finished, $14 the jobs' creation times (from the claim: the day of the
+-- partitions their delivery rows go to)
 WITH input AS (
     SELECT *
     FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::text[], $7::timestamptz[],
                 $8::text[], $9::text[], $10::text[], $11::text[],
-                $12::timestamptz[], $13::timestamptz[])
+                $12::timestamptz[], $13::timestamptz[], $14::timestamptz[])
          AS t(job_id, claim_token, attempt, outcome, retry_at,
               provider, provider_message_id, error_code, error_message,
-              started_at, finished_at)
+              started_at, finished_at, job_created_at)
 ),
 -- Only a job still claimed under the caller's token changes (its queue row holds the token).
 -- A final outcome ends it: the queue row goes, and its outcome row is written
@@ -60,12 +61,12 @@ requeued AS (
     WHERE q.id = i.job_id
       AND q.claim_token = i.claim_token
       AND i.outcome IN ('retry', 'held')
-    RETURNING q.id, q.created_at
+    RETURNING q.id
 ),
 applied AS (
-    SELECT id, created_at FROM finished
+    SELECT id FROM finished
     UNION ALL
-    SELECT id, created_at FROM requeued
+    SELECT id FROM requeued
 ),
 -- An applied attempt's delivery row is new: its try number came with the claim the token
 -- still holds (a plain insert, nothing to check). It goes to the partition of its job's day.
@@ -73,23 +74,21 @@ recorded AS (
     INSERT INTO job_attempts
         (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
          error_message, outcome, fenced, started_at, finished_at)
-    SELECT i.job_id, a.created_at, i.attempt, i.provider, i.provider_message_id, i.error_code,
-           i.error_message, i.outcome, false, i.started_at, i.finished_at
+    SELECT i.job_id, i.job_created_at, i.attempt, i.provider, i.provider_message_id,
+           i.error_code, i.error_message, i.outcome, false, i.started_at, i.finished_at
     FROM input AS i
     JOIN applied AS a ON a.id = i.job_id
 ),
 -- A fenced one's may not be: the sweeper that took the claim back wrote a 'lost' row for
 -- this attempt. Keep it, and add what the late worker learnt (the provider may have
--- accepted the message after all). The job's day is its record's (a rare path: the
--- record's key is read in every partition).
+-- accepted the message after all).
 recorded_late AS (
     INSERT INTO job_attempts AS d
         (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
          error_message, outcome, fenced, started_at, finished_at)
-    SELECT i.job_id, j.created_at, i.attempt, i.provider, i.provider_message_id, i.error_code,
-           i.error_message, i.outcome, true, i.started_at, i.finished_at
+    SELECT i.job_id, i.job_created_at, i.attempt, i.provider, i.provider_message_id,
+           i.error_code, i.error_message, i.outcome, true, i.started_at, i.finished_at
     FROM input AS i
-    JOIN job_requests AS j ON j.id = i.job_id
     WHERE i.job_id NOT IN (SELECT id FROM applied)
     ON CONFLICT (job_id, job_created_at, attempt) DO UPDATE
     SET provider_message_id = COALESCE(d.provider_message_id, EXCLUDED.provider_message_id),
@@ -105,10 +104,11 @@ claimed AS (
 SELECT i.job_id AS id, a.id IS NOT NULL AS applied, NULL::uuid AS organization_id,
        NULL::text AS channel, NULL::jsonb AS payload, NULL::int AS attempts,
        NULL::int AS max_attempts, NULL::int AS tries, NULL::uuid AS claim_token,
-       NULL::timestamptz AS claimed_at, NULL::text AS trace_header, NULL::bool AS suppressed
+       NULL::timestamptz AS claimed_at, NULL::text AS trace_header, NULL::bool AS suppressed,
+       NULL::timestamptz AS created_at
 FROM input AS i
 LEFT JOIN applied AS a ON a.id = i.job_id
 UNION ALL
 SELECT id, NULL, organization_id, channel, payload, attempts, max_attempts, tries,
-       claim_token, claimed_at, trace_header, suppressed
+       claim_token, claimed_at, trace_header, suppressed, created_at
 FROM claimed

@@ -262,6 +262,7 @@ pub fn completion(
         error_message: None,
         started_at: now,
         finished_at: now,
+        job_created_at: job.created_at,
     }
 }
 

@@ -539,7 +539,7 @@ async fn jobs_that_ended_before_the_outcome_table_read_and_change_as_before() {
 async fn the_history_is_partitioned_while_the_previous_release_works() {
     use chrono::{DateTime, Utc};
     use shared::domain::{Channel, JobStatus};
-    use shared::store::{Completion, Decision, Idempotency, Inserted, JobStore, NewJob, PgStore};
+    use shared::store::{Decision, Idempotency, Inserted, JobStore, NewJob, PgStore};
 
     let db = TestDb::empty().await;
     let mut client = db.client().await;
@@ -653,20 +653,9 @@ async fn the_history_is_partitioned_while_the_previous_release_works() {
     let mut want = vec![after, fresh];
     want.sort();
     assert_eq!(ids, want);
-    let completions: Vec<Completion> = claimed
+    let completions: Vec<_> = claimed
         .iter()
-        .map(|c| Completion {
-            job_id: c.id,
-            claim_token: c.claim_token,
-            attempt: c.tries,
-            channel: Channel::Sms,
-            decision: Decision::Sent,
-            provider_message_id: Some(format!("msg-{}", c.id)),
-            error_code: None,
-            error_message: None,
-            started_at: Utc::now(),
-            finished_at: Utc::now(),
-        })
+        .map(|c| integration_tests::completion(c, Decision::Sent, Some(&format!("msg-{}", c.id))))
         .collect();
     store.complete(&completions, None).await.unwrap();
     for id in [after, fresh] {

@@ -171,6 +171,9 @@ pub struct ClaimedJob {
     pub tries: i32,
     pub claim_token: Uuid,
     pub claimed_at: DateTime<Utc>,
+    /// When the job was accepted: the day of its history partitions, where its delivery rows
+    /// go (0015_history_by_day.sql).
+    pub created_at: DateTime<Utc>,
     /// The organization suppressed the recipient after the job was accepted: the worker
     /// ends the job `dead` without calling the provider.
     pub suppressed: bool,
@@ -220,6 +223,8 @@ pub struct Completion {
     pub error_message: Option<String>,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
+    /// The claimed job's [`ClaimedJob::created_at`]: the partition of the delivery row.
+    pub job_created_at: DateTime<Utc>,
 }
 
 /// The result of [`JobStore::complete`]: which jobs changed, which were fenced.

@@ -59,7 +59,7 @@ pub mod sql {
         COMPLETE_TEMPLATE = "complete.sql" [
             INT8, TIMESTAMPTZ, UUID_ARRAY, UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY,
             TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY,
-            TIMESTAMPTZ_ARRAY
+            TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY
         ];
         COUNT_INGEST = "count_ingest.sql" [UUID, INT4, TIMESTAMPTZ];
         PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ];
@@ -421,6 +421,7 @@ fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
         tries: row.get("tries"),
         claim_token: row.get("claim_token"),
         claimed_at: row.get("claimed_at"),
+        created_at: row.get("created_at"),
         suppressed: row.get("suppressed"),
         trace_header: row.get("trace_header"),
     })
@@ -656,6 +657,7 @@ impl JobStore for PgStore {
         let mut error_messages = Vec::with_capacity(n);
         let mut started = Vec::with_capacity(n);
         let mut finished = Vec::with_capacity(n);
+        let mut created = Vec::with_capacity(n);
         for c in completions {
             ids.push(c.job_id);
             tokens.push(c.claim_token);
@@ -671,6 +673,7 @@ impl JobStore for PgStore {
             error_messages.push(c.error_message.as_deref());
             started.push(c.started_at);
             finished.push(c.finished_at);
+            created.push(c.job_created_at);
         }
         let rows = self
             .query(
@@ -689,6 +692,7 @@ impl JobStore for PgStore {
                     &error_messages,
                     &started,
                     &finished,
+                    &created,
                 ],
             )
             .await?;

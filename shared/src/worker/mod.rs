@@ -571,6 +571,7 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
                 error_message,
                 started_at: attempt.started_at,
                 finished_at: attempt.finished_at,
+                job_created_at: job.created_at,
             })
         })
         .collect()
