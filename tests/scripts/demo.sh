@@ -153,8 +153,15 @@ check_json "GET the sms" "$BODY" status=pending attempts=0
 request "GET an unknown id" 404 GET "$URL/00000000-0000-4000-8000-000000000000"
 
 say "a job with a number the stand-in rejects (inserted directly: ingest refuses such numbers)"
-psql "$DATABASE_URL" -X -q -c "INSERT INTO notification_jobs (organization_id, channel, payload)
-  VALUES ('$ORG', 'sms', '{\"to\": \"+0123456789\", \"message\": \"rejected by SNS\"}')"
+psql "$DATABASE_URL" -X -q -c "WITH job AS (
+    INSERT INTO job_requests (organization_id, channel, payload)
+    VALUES ('$ORG', 'sms', '{\"to\": \"+0123456789\", \"message\": \"rejected by SNS\"}')
+    RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts, created_at)
+  INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts,
+                         created_at, updated_at)
+  SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts, created_at,
+         created_at
+  FROM job"
 echo "  sms to +0123456789 inserted as pending"
 
 # invoke_with STEP FUNCTION EVENT-FILE KEY=VALUE...: invokes FUNCTION with the event in
@@ -255,7 +262,7 @@ psql "$DATABASE_URL" -X -q -P pager=off -c "
          (SELECT string_agg(f.kind || coalesce(' ' || f.subtype, ''), ', ' ORDER BY f.occurred_at)
             FROM delivery_feedback f WHERE f.job_id = j.id AND f.attempt = d.attempt) AS feedback
   FROM job_states j
-  LEFT JOIN notification_deliveries d ON d.job_id = j.id
+  LEFT JOIN job_attempts d ON d.job_id = j.id
   ORDER BY j.created_at, d.attempt"
 echo "  the organization's suppression list:"
 psql "$DATABASE_URL" -X -q -P pager=off -c "
