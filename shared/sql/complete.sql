@@ -24,7 +24,7 @@ WITH input AS (
 ),
 -- Only a job still claimed under the caller's token changes (its queue row holds the token).
 -- A final outcome ends it: the queue row goes, and its outcome row is written
--- (0012_job_outcomes.sql). The job's record (notification_jobs) is not written.
+-- (0012_job_outcomes.sql). The job's record (job_requests) is not written.
 finished AS (
     DELETE FROM job_queue AS q
     USING input AS i

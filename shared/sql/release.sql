@@ -1,7 +1,7 @@
 -- Give back claimed jobs that were never handed to a provider (the worker stopped early: a
 -- store error, its deadline): due again at once, the attempt and the try their claim took
 -- refunded, the claim cleared. Only jobs still claimed under the caller's claim token.
--- Their record in notification_jobs is untouched: it still says what it said before the
+-- Their record in job_requests is untouched: it still says what it said before the
 -- claim (pending, or failed after an earlier attempt).
 -- $1 ids, $2 their claim tokens, $3 the current time (NULL: now()).
 UPDATE job_queue AS q

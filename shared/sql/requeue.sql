@@ -1,7 +1,8 @@
 -- Requeue a dead job: due now, with a fresh budget of as many attempts as it had, on top of
 -- those it used (attempt numbers keep counting, so its delivery history stays). It goes back
 -- in the queue (job_queue) in the same statement, and its end is undone: its outcome row is
--- deleted, or, for a job that ended before 0012 (its final status on its record), the record
+-- deleted, or, for a job that ended before 0012 (its final status on its record, in
+-- notification_jobs: the partition before the cut, 0015_history_by_day.sql), the record
 -- says pending again.
 WITH ended AS (
     DELETE FROM job_outcomes
