@@ -4,9 +4,11 @@
 -- deleted, or, for a job that ended before 0012 (its final status on its record, in
 -- notification_jobs: the partition before the cut, 0015_history_by_day.sql), the record
 -- says pending again.
+-- Both read the partitions of the job's day only (0016_job_day_from_id.sql).
 WITH ended AS (
     DELETE FROM job_outcomes
     WHERE job_id = $1 AND organization_id = $2 AND status = 'dead'
+      AND created_at >= job_created_after($1) AND created_at < job_created_before($1)
     RETURNING job_id AS id, attempts, max_attempts, tries
 ),
 ended_before AS (
@@ -27,6 +29,7 @@ queued AS (
            r.attempts, r.attempts + r.max_attempts, r.tries, j.created_at, now()
     FROM revived AS r
     JOIN job_requests AS j ON j.id = r.id
+        AND j.created_at >= job_created_after($1) AND j.created_at < job_created_before($1)
     RETURNING id, next_attempt_at
 )
 SELECT id, 'pending' AS status, next_attempt_at FROM queued

@@ -451,7 +451,7 @@ async fn the_history_is_partitioned_online_while_the_previous_release_works() {
     let started = Instant::now();
     let report = migrate::run(&mut client).await.unwrap();
     let partition_time = started.elapsed();
-    assert_eq!(report.applied, vec!["0015_history_by_day.sql".to_owned()]);
+    assert_eq!(report.applied[0], "0015_history_by_day.sql", "{report:?}");
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, Ordering::Relaxed);

@@ -474,3 +474,71 @@ async fn an_expired_job_is_never_claimed_and_the_sweeper_marks_it_expired() {
     assert_eq!(status_of(&client, alive).await.0, "expired");
     assert_eq!(status_of(&client, in_flight).await.0, "expired");
 }
+
+/// A lookup by id plans only the partitions of the job's day (0016_job_day_from_id.sql): with
+/// 40 days of partitions, `GET`'s statement and its attempts' name the days around the one of
+/// a UUIDv7 id (and the partition before the cut), not every day; an id from before 0011 (v4)
+/// still finds its job, in every partition.
+#[tokio::test]
+async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    client
+        .batch_execute("SELECT job_history_add_days(current_date, 40)")
+        .await
+        .unwrap();
+    let org = Uuid::new_v4();
+    let (v7, v4) = (Uuid::now_v7(), Uuid::new_v4());
+    for id in [v7, v4] {
+        client
+            .execute(
+                "INSERT INTO job_requests (id, organization_id, channel, payload)
+                 VALUES ($1, $2, 'sms', '{\"to\": \"+15555550100\"}')",
+                &[&id, &org],
+            )
+            .await
+            .unwrap();
+    }
+    let partitions_planned = |sql: &'static str, id: Uuid, table: &'static str| {
+        let client = &client;
+        async move {
+            let plan: Vec<String> = client
+                .query(&format!("EXPLAIN {sql}"), &[&id, &org])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            // a partition read: a scan "on" it (a bitmap index scan names its index instead)
+            plan.iter()
+                .filter(|l| !l.contains("Bitmap Index Scan"))
+                .filter(|l| l.contains(&format!(" on {table}_")) || l.contains(" on notification_"))
+                .count()
+        }
+    };
+    let get = shared::store::sql::GET_JOB.sql.as_ref();
+    let planned = partitions_planned(get, v7, "job_requests").await;
+    assert!(
+        (1..=3).contains(&planned),
+        "GET plans the partitions of the id's day, not 40: {planned}"
+    );
+    // its attempts: the same window (one parameter, so the organization goes unused)
+    let attempts = format!(
+        "{} AND $2::uuid IS NOT NULL",
+        shared::store::sql::LIST_DELIVERIES
+            .sql
+            .trim_end()
+            .trim_end_matches("ORDER BY d.attempt")
+    );
+    let planned =
+        partitions_planned(Box::leak(attempts.into_boxed_str()), v7, "job_attempts").await;
+    assert!(
+        (1..=3).contains(&planned),
+        "its attempts plan the same days (and the rows before the cut): {planned}"
+    );
+    // both are found
+    let store = db.store().await;
+    for id in [v7, v4] {
+        assert!(store.get(org, id).await.unwrap().is_some(), "{id}");
+    }
+}
