@@ -122,7 +122,7 @@ $$;
 CREATE FUNCTION job_history_drop_days(cutoff timestamptz) RETURNS SETOF date
 LANGUAGE plpgsql SET lock_timeout = '1s' AS $$
 DECLARE
-    oldest_open timestamptz := (SELECT min(created_at) FROM job_queue);
+    oldest_open timestamptz;
     day         date;
     day_end     timestamptz;
 BEGIN
@@ -134,8 +134,13 @@ BEGIN
                  AND c.relname ~ '^job_requests_[0-9]{8}$'
                ORDER BY 1 LOOP
         day_end := (day + 1)::timestamp AT TIME ZONE 'UTC';
-        EXIT WHEN cutoff IS NULL OR day_end > cutoff
-                  OR day_end > coalesce(oldest_open, 'infinity');
+        EXIT WHEN cutoff IS NULL OR day_end > cutoff;
+        -- the queue is read (it has no index on created_at) only when a day is due, once a
+        -- day, not at every run of the sweeper
+        IF oldest_open IS NULL THEN
+            oldest_open := coalesce((SELECT min(created_at) FROM job_queue), 'infinity');
+        END IF;
+        EXIT WHEN day_end > oldest_open;
         DELETE FROM idempotency_keys
         WHERE job_created_at >= day::timestamp AT TIME ZONE 'UTC'
           AND job_created_at < day_end;

@@ -552,7 +552,7 @@ async fn the_history_is_partitioned_while_the_previous_release_works() {
     let old_ingest = |key: Option<&'static str>| {
         let client = &old;
         async move {
-            integration_tests::release_0013::ingest(client, org, Some(key).flatten())
+            integration_tests::release_0013::ingest(client, org, key)
                 .await
                 .expect("the previous release's ingest")
         }

@@ -202,6 +202,61 @@ async fn new_worker(store: &PgStore, sends: &Sends) {
     }
 }
 
+/// The previous release at work on the database while a migration runs: its worker and its
+/// ingest, spawned, and the provider calls they make.
+struct Previous<W> {
+    sends: Sends,
+    stop: Arc<AtomicBool>,
+    worker: tokio::task::JoinHandle<W>,
+    ingest: tokio::task::JoinHandle<Vec<Duration>>,
+}
+
+impl<W: Send + 'static> Previous<W> {
+    /// Spawns `worker` and `ingest` on `db`, and gives them half a second to get going.
+    async fn start<FW, FI>(
+        db: &Arc<TestDb>,
+        worker: impl FnOnce(Arc<TestDb>, Sends, Arc<AtomicBool>) -> FW,
+        ingest: impl FnOnce(Arc<TestDb>, Arc<AtomicBool>) -> FI,
+    ) -> Self
+    where
+        FW: std::future::Future<Output = W> + Send + 'static,
+        FI: std::future::Future<Output = Vec<Duration>> + Send + 'static,
+    {
+        let sends: Sends = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = tokio::spawn(worker(db.clone(), sends.clone(), stop.clone()));
+        let ingest = tokio::spawn(ingest(db.clone(), stop.clone()));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Self {
+            sends,
+            stop,
+            worker,
+            ingest,
+        }
+    }
+
+    /// Lets it go on a little after the migration, then stops it: what its worker returned,
+    /// each insert's latency of its ingest, and the provider calls so far.
+    async fn stop(self) -> (W, Vec<Duration>, Sends) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.stop.store(true, Ordering::Relaxed);
+        let worker = self.worker.await.unwrap();
+        let latencies = self.ingest.await.unwrap();
+        (worker, latencies, self.sends)
+    }
+}
+
+/// The organization's jobs that ended sent.
+async fn sent_jobs(client: &tokio_postgres::Client) -> i64 {
+    integration_tests::count(
+        client,
+        &format!(
+            "SELECT count(*) FROM job_states WHERE status = 'sent' AND organization_id = '{ORG}'"
+        ),
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_queue_moves_out_online_while_the_previous_release_works() {
     let finished = finished_jobs();
@@ -213,18 +268,13 @@ async fn the_queue_moves_out_online_while_the_previous_release_works() {
         fill.elapsed()
     );
 
-    let sends: Sends = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
     let db = Arc::new(db);
-    let worker = tokio::spawn({
-        let (db, sends, stop) = (db.clone(), sends.clone(), stop.clone());
-        async move { old_worker(&db, sends, stop).await }
-    });
-    let ingest = tokio::spawn({
-        let (db, stop) = (db.clone(), stop.clone());
-        async move { old_ingest(&db, stop).await }
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let previous = Previous::start(
+        &db,
+        |db, sends, stop| async move { old_worker(&db, sends, stop).await },
+        |db, stop| async move { old_ingest(&db, stop).await },
+    )
+    .await;
 
     let mut client = db.client().await;
     let migrating = Instant::now();
@@ -241,10 +291,7 @@ async fn the_queue_moves_out_online_while_the_previous_release_works() {
     );
 
     // the previous ingest keeps going a little after the migration (its jobs are adopted)
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    let (in_flight, why) = worker.await.unwrap();
-    let latencies = ingest.await.unwrap();
+    let ((in_flight, why), latencies, sends) = previous.stop().await;
     assert!(
         why.contains("does not exist"),
         "the previous release's worker stops at the migration: {why}"
@@ -257,13 +304,7 @@ async fn the_queue_moves_out_online_while_the_previous_release_works() {
     new_worker(&store, &sends).await;
 
     let accepted = DUE + latencies.len() as i64;
-    let sent = integration_tests::count(
-        &client,
-        &format!(
-            "SELECT count(*) FROM job_states WHERE status = 'sent' AND organization_id = '{ORG}'"
-        ),
-    )
-    .await;
+    let sent = sent_jobs(&client).await;
     assert_eq!(
         sent,
         finished + accepted,
@@ -429,18 +470,13 @@ async fn the_history_is_partitioned_online_while_the_previous_release_works() {
         fill.elapsed()
     );
 
-    let sends: Sends = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
     let db = Arc::new(db);
-    let worker = tokio::spawn({
-        let (db, sends, stop) = (db.clone(), sends.clone(), stop.clone());
-        async move { worker_0013(&db, sends, stop).await }
-    });
-    let ingest = tokio::spawn({
-        let (db, stop) = (db.clone(), stop.clone());
-        async move { ingest_0013(&db, stop).await }
-    });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let previous = Previous::start(
+        &db,
+        |db, sends, stop| async move { worker_0013(&db, sends, stop).await },
+        |db, stop| async move { ingest_0013(&db, stop).await },
+    )
+    .await;
 
     let mut client = db.client().await;
     let started = Instant::now();
@@ -453,13 +489,8 @@ async fn the_history_is_partitioned_online_while_the_previous_release_works() {
     let partition_time = started.elapsed();
     assert_eq!(report.applied[0], "0015_history_by_day.sql", "{report:?}");
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    worker
-        .await
-        .unwrap()
-        .expect("the previous release's worker never fails");
-    let latencies = ingest.await.unwrap();
+    let (worked, latencies, sends) = previous.stop().await;
+    worked.expect("the previous release's worker never fails");
     let worst_insert = latencies.iter().max().copied().unwrap_or_default();
     let old_sent = sends.lock().await.len();
 
@@ -467,13 +498,7 @@ async fn the_history_is_partitioned_online_while_the_previous_release_works() {
     new_worker(&store, &sends).await;
 
     let accepted = DUE + latencies.len() as i64;
-    let sent = integration_tests::count(
-        &client,
-        &format!(
-            "SELECT count(*) FROM job_states WHERE status = 'sent' AND organization_id = '{ORG}'"
-        ),
-    )
-    .await;
+    let sent = sent_jobs(&client).await;
     assert_eq!(sent, finished + accepted, "every job ends sent");
     let sends = sends.lock().await;
     assert_eq!(sends.len() as i64, accepted, "every accepted job was sent");

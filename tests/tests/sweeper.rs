@@ -217,6 +217,19 @@ fn a_window_not_longer_than_the_worker_timeout_stops_the_sweeper_at_start() {
     assert!(err.contains("WORKER_TIMEOUT_SECS=120"), "{err}");
 }
 
+/// One delivery row for every job, sent, under the job's day (as the worker writes it).
+async fn one_sent_attempt_each(client: &tokio_postgres::Client) {
+    client
+        .execute(
+            "INSERT INTO job_attempts (job_id, job_created_at, attempt, provider, outcome,
+                                       started_at, finished_at)
+             SELECT id, created_at, 1, 'sns', 'sent', now(), now() FROM job_requests",
+            &[],
+        )
+        .await
+        .unwrap();
+}
+
 /// Retention of jobs accepted before the history's cut (0015_history_by_day.sql: on a fresh
 /// database, before today): row by row, finished jobs last updated past retention, with their
 /// outcome and delivery rows.
@@ -246,15 +259,7 @@ async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
             .updated_ago(age_days * 86_400.0);
         ids.push(job.insert(&client).await);
     }
-    client
-        .execute(
-            "INSERT INTO job_attempts (job_id, job_created_at, attempt, provider, outcome,
-                                       started_at, finished_at)
-             SELECT id, created_at, 1, 'sns', 'sent', now(), now() FROM job_requests",
-            &[],
-        )
-        .await
-        .unwrap();
+    one_sent_attempt_each(&client).await;
     let before_cut = integration_tests::count(
         &client,
         "SELECT count(*) FROM notification_jobs", // the partition before the cut
@@ -308,15 +313,7 @@ async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
         .insert_many(&client, 3)
         .await;
     let open = Job::new().due_in(3_600.0).insert(&client).await;
-    client
-        .execute(
-            "INSERT INTO job_attempts (job_id, job_created_at, attempt, provider, outcome,
-                                       started_at, finished_at)
-             SELECT id, created_at, 1, 'sns', 'sent', now(), now() FROM job_requests",
-            &[],
-        )
-        .await
-        .unwrap();
+    one_sent_attempt_each(&client).await;
     client
         .execute(
             "INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
@@ -499,11 +496,11 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
             .await
             .unwrap();
     }
-    let partitions_planned = |sql: &'static str, id: Uuid, table: &'static str| {
+    let partitions_planned = |sql: String, table: &'static str| {
         let client = &client;
         async move {
             let plan: Vec<String> = client
-                .query(&format!("EXPLAIN {sql}"), &[&id, &org])
+                .query(&format!("EXPLAIN {sql}"), &[&v7, &org])
                 .await
                 .unwrap()
                 .iter()
@@ -516,8 +513,8 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
                 .count()
         }
     };
-    let get = shared::store::sql::GET_JOB.sql.as_ref();
-    let planned = partitions_planned(get, v7, "job_requests").await;
+    let get = shared::store::sql::GET_JOB.sql.to_string();
+    let planned = partitions_planned(get, "job_requests").await;
     assert!(
         (1..=3).contains(&planned),
         "GET plans the partitions of the id's day, not 40: {planned}"
@@ -530,8 +527,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
             .trim_end()
             .trim_end_matches("ORDER BY d.attempt")
     );
-    let planned =
-        partitions_planned(Box::leak(attempts.into_boxed_str()), v7, "job_attempts").await;
+    let planned = partitions_planned(attempts, "job_attempts").await;
     assert!(
         (1..=3).contains(&planned),
         "its attempts plan the same days (and the rows before the cut): {planned}"
