@@ -380,6 +380,35 @@ async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
         .get(0);
     let cancelled = store.cancel(org, open).await.unwrap();
     assert!(matches!(cancelled, Transition::Done(_)), "{cancelled:?}");
+
+    // while a long read holds the attempts (a lock the drop must wait for), the run does not
+    // fail and does not wait long (0017): the day stays, keys and all, for a later run
+    let mut reader = db.client().await;
+    let read = reader.transaction().await.unwrap();
+    read.execute("SELECT count(*) FROM job_attempts", &[])
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let summary = run_once(&store, &config, days_later(31)).await.unwrap();
+    assert_eq!(summary.history.dropped, 0, "{summary:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "the drop gave up within its lock timeout: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        integration_tests::count(&client, &partitions(chrono::Utc::now())).await,
+        3,
+        "today's partitions are kept while the read lasts"
+    );
+    assert_eq!(
+        integration_tests::count(&client, "SELECT count(*) FROM idempotency_keys").await,
+        4,
+        "and so are its idempotency keys"
+    );
+    read.commit().await.unwrap();
+
+    // the read is over: the next run drops today
     let summary = run_once(&store, &config, days_later(31)).await.unwrap();
     assert!(summary.history.dropped >= 1, "{summary:?}");
     let today_date = chrono::Utc::now().format("%Y-%m-%d").to_string();
@@ -472,10 +501,11 @@ async fn an_expired_job_is_never_claimed_and_the_sweeper_marks_it_expired() {
     assert_eq!(status_of(&client, in_flight).await.0, "expired");
 }
 
-/// A lookup by id plans only the partitions of the job's day (0016_job_day_from_id.sql): with
-/// 40 days of partitions, `GET`'s statement and its attempts' name the days around the one of
-/// a UUIDv7 id (and the partition before the cut), not every day; an id from before 0011 (v4)
-/// still finds its job, in every partition.
+/// A lookup by id plans only the partitions of the job's day (0016_job_day_from_id.sql,
+/// 0017_one_day_per_lookup.sql): with 40 days of partitions, `GET`'s statement (its records
+/// and outcome rows) and its attempts' name the days around the one of a UUIDv7 id (and the
+/// partition before the cut), not every day; an id from before 0011 (v4) still finds its job,
+/// in every partition.
 #[tokio::test]
 async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let db = TestDb::new().await;
@@ -506,19 +536,34 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
                 .iter()
                 .map(|r| r.get(0))
                 .collect();
-            // a partition read: a scan "on" it (a bitmap index scan names its index instead)
+            // a partition read: a scan "on" it (a bitmap index scan names its index instead);
+            // the partitions before the cut are notification_jobs, job_outcomes_before and
+            // notification_deliveries
+            let before = match table {
+                "job_requests" => " on notification_jobs ",
+                "job_outcomes" => " on job_outcomes_before ",
+                _ => " on notification_deliveries ",
+            };
             plan.iter()
                 .filter(|l| !l.contains("Bitmap Index Scan"))
-                .filter(|l| l.contains(&format!(" on {table}_")) || l.contains(" on notification_"))
+                .filter(|l| l.contains(&format!(" on {table}_2")) || l.contains(before))
                 .count()
         }
     };
-    let get = shared::store::sql::GET_JOB.sql.to_string();
-    let planned = partitions_planned(get, "job_requests").await;
-    assert!(
-        (1..=3).contains(&planned),
-        "GET plans the partitions of the id's day, not 40: {planned}"
-    );
+    // GET and the status check: the records and the outcome rows of the id's day (0017)
+    let statements = [
+        ("GET", &shared::store::sql::GET_JOB),
+        ("the status check", &shared::store::sql::JOB_STATUS),
+    ];
+    for (name, statement) in statements {
+        for table in ["job_requests", "job_outcomes"] {
+            let planned = partitions_planned(statement.sql.to_string(), table).await;
+            assert!(
+                (1..=3).contains(&planned),
+                "{name} plans the {table} partitions of the id's day, not 40: {planned}"
+            );
+        }
+    }
     // its attempts: the same window (one parameter, so the organization goes unused)
     let attempts = format!(
         "{} AND $2::uuid IS NOT NULL",
