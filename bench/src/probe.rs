@@ -48,6 +48,9 @@ pub struct WalRecords {
     pub fpi_bytes: i64,
     /// Every record type, most bytes (record and full-page images) first.
     pub by_type: Vec<RecordType>,
+    /// The same records by the table they change (`name` is the table), most bytes first:
+    /// see [`Probe::wal_by_table`]. Empty when it could not be read.
+    pub by_table: Vec<RecordType>,
 }
 
 /// One WAL record type's records in the window (`resource_manager/record_type`).
@@ -79,6 +82,7 @@ impl WalRecords {
             index_entries,
             fpi_bytes: by_type.iter().map(|t| t.fpi_bytes).sum(),
             by_type,
+            by_table: Vec::new(),
         }
     }
 }
@@ -317,7 +321,7 @@ impl Probe {
             )
             .await
             .map_err(|e| format!("pg_walinspect: {}", why(&e)))?;
-        Ok(WalRecords::of(
+        let mut records = WalRecords::of(
             rows.iter()
                 .map(|r| RecordType {
                     name: r.get(0),
@@ -326,7 +330,87 @@ impl Probe {
                     fpi_bytes: r.get(3),
                 })
                 .collect(),
-        ))
+        );
+        records.by_table = self.wal_by_table(from, to).await?;
+        Ok(records)
+    }
+
+    /// The WAL records between the two positions by the table each changes (its first block
+    /// reference): an index's records count for its table, and a partition's for its
+    /// partitioned table, so the queue and each history table read as one line. Records
+    /// that change no relation (commits and the like) and those of other databases get a
+    /// line each.
+    async fn wal_by_table(&self, from: &str, to: &str) -> Result<Vec<RecordType>, String> {
+        let fail = |e: tokio_postgres::Error| format!("pg_walinspect: {}", why(&e));
+        // (database, relfilenode) of each record's first block; none for a commit
+        let rows = self
+            .cluster
+            .query(
+                "SELECT m[1]::oid, m[2]::oid, count(*), sum(record_length)::int8,
+                        sum(fpi_length)::int8
+                 FROM (SELECT record_length, fpi_length,
+                              regexp_match(block_ref, 'rel [0-9]+/([0-9]+)/([0-9]+)') AS m
+                       FROM pg_get_wal_records_info($1::text::pg_lsn, $2::text::pg_lsn)) AS r
+                 GROUP BY 1, 2",
+                &[&from, &to],
+            )
+            .await
+            .map_err(fail)?;
+        let database: u32 = self
+            .target
+            .query_one(
+                "SELECT oid FROM pg_database WHERE datname = current_database()",
+                &[],
+            )
+            .await
+            .map_err(fail)?
+            .get(0);
+        let nodes: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.get::<_, Option<u32>>(0) == Some(database))
+            .filter_map(|r| r.get::<_, Option<u32>>(1))
+            .collect();
+        // each file's table: an index's table, a TOAST table's owner, a partition's parent
+        let names: BTreeMap<u32, String> = self
+            .target
+            .query(
+                "SELECT f.node, coalesce(p.inhparent, t.rel)::regclass::text
+                 FROM unnest($1::oid[]) AS f(node)
+                 CROSS JOIN LATERAL (SELECT pg_filenode_relation(0, f.node) AS rel) AS r
+                 LEFT JOIN pg_index AS i ON i.indexrelid = r.rel
+                 LEFT JOIN pg_class AS owner ON owner.reltoastrelid = coalesce(i.indrelid, r.rel)
+                 CROSS JOIN LATERAL (SELECT coalesce(owner.oid, i.indrelid, r.rel) AS rel) AS t
+                 LEFT JOIN pg_inherits AS p ON p.inhrelid = t.rel
+                 WHERE r.rel IS NOT NULL",
+                &[&nodes],
+            )
+            .await
+            .map_err(fail)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let mut by_table: BTreeMap<String, RecordType> = BTreeMap::new();
+        for r in &rows {
+            let (db, node): (Option<u32>, Option<u32>) = (r.get(0), r.get(1));
+            let name = match (db, node) {
+                (None, _) | (_, None) => "(no relation: commits and the like)".to_owned(),
+                (Some(db), _) if db != database => "(other databases, shared catalogs)".to_owned(),
+                (_, Some(node)) => names
+                    .get(&node)
+                    .cloned()
+                    .unwrap_or_else(|| "(relations dropped since)".to_owned()),
+            };
+            let line = by_table.entry(name.clone()).or_insert_with(|| RecordType {
+                name,
+                ..RecordType::default()
+            });
+            line.count += r.get::<_, i64>(2);
+            line.bytes += r.get::<_, i64>(3);
+            line.fpi_bytes += r.get::<_, i64>(4);
+        }
+        let mut lines: Vec<RecordType> = by_table.into_values().collect();
+        lines.sort_by_key(|t| std::cmp::Reverse(t.bytes));
+        Ok(lines)
     }
 
     /// This database's statements since the reset, most WAL first.

@@ -325,6 +325,18 @@ fn write_details(name: &str, side: &Side) {
             t.record_type
         );
     }
+    if !w.wal_by_table.is_empty() {
+        say!("   {name}, WAL by table, indexes and partitions included (bytes per job, of which full-page images; records per job):");
+    }
+    for t in &w.wal_by_table {
+        say!(
+            "   {:>12} {:>9}   {:>7}  {}",
+            per_job(Some(t.bytes_per_job)),
+            format!("({})", per_job(Some(t.fpi_bytes_per_job))),
+            per_job(Some(t.records_per_job)),
+            t.table
+        );
+    }
     for why in &w.not_measured {
         say!("   {name}: not measured: {why}");
     }

@@ -105,6 +105,10 @@ pub struct Writes {
     /// The WAL record types that took most bytes, most first (at most [`TOP_RECORDS`];
     /// from `pg_walinspect`).
     pub wal_by_record_type: Vec<RecordWrites>,
+    /// The WAL by the table it changed (indexes and partitions with their table; from
+    /// `pg_walinspect`), most bytes first: what the queue costs against what the history
+    /// does.
+    pub wal_by_table: Vec<TableWal>,
     /// What was not measured, and why.
     pub not_measured: Vec<String>,
 }
@@ -145,6 +149,19 @@ pub struct StatementWrites {
 pub struct RecordWrites {
     /// `resource_manager/record_type`, as `pg_walinspect` names it.
     pub record_type: String,
+    #[serde(serialize_with = "rounded::<3, _>")]
+    pub records_per_job: f64,
+    /// Records and their full-page images.
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub bytes_per_job: f64,
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub fpi_bytes_per_job: f64,
+}
+
+/// One table's share of the run's WAL (its indexes and partitions included), per job.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableWal {
+    pub table: String,
     #[serde(serialize_with = "rounded::<3, _>")]
     pub records_per_job: f64,
     /// Records and their full-page images.
@@ -265,6 +282,16 @@ impl Writes {
                 .flat_map(|r| &r.by_type)
                 .take(TOP_RECORDS)
                 .map(|t| record_type(t, n))
+                .collect(),
+            wal_by_table: records
+                .iter()
+                .flat_map(|r| &r.by_table)
+                .map(|t| TableWal {
+                    table: t.name.clone(),
+                    records_per_job: t.count as f64 / n,
+                    bytes_per_job: t.bytes as f64 / n,
+                    fpi_bytes_per_job: t.fpi_bytes as f64 / n,
+                })
                 .collect(),
             not_measured,
         }
@@ -404,12 +431,18 @@ mod tests {
                 ("public.jobs".into(), table(0, 2000, 500, 0, 4, 1)),
                 ("public.deliveries".into(), table(1000, 0, 0, 0, 1, 0)),
             ]),
-            wal_records: Ok(WalRecords::of(vec![
-                record("Heap/UPDATE", 2000, 1_000_000, 300_000),
-                record("Btree/INSERT_LEAF", 6990, 900_000, 500_000),
-                record("Btree/SPLIT_R", 10, 80_000, 0),
-                record("Transaction/COMMIT", 20, 1_000, 0),
-            ])),
+            wal_records: Ok(WalRecords {
+                by_table: vec![
+                    record("public.jobs", 8000, 1_900_000, 800_000),
+                    record("(no relation: commits and the like)", 1000, 81_000, 0),
+                ],
+                ..WalRecords::of(vec![
+                    record("Heap/UPDATE", 2000, 1_000_000, 300_000),
+                    record("Btree/INSERT_LEAF", 6990, 900_000, 500_000),
+                    record("Btree/SPLIT_R", 10, 80_000, 0),
+                    record("Transaction/COMMIT", 20, 1_000, 0),
+                ])
+            }),
             statements: Ok(vec![
                 statement("-- claim\nUPDATE  jobs\n SET x = 1 -- why", 2_000_000.0, 40),
                 statement("SELECT 1", 0.0, 2),
@@ -436,6 +469,9 @@ mod tests {
         assert_eq!(w.wal_by_record_type[0].record_type, "Heap/UPDATE");
         assert_eq!(w.wal_by_record_type[1].records_per_job, 6.99);
         assert_eq!(w.wal_by_record_type[0].fpi_bytes_per_job, 300.0);
+        assert_eq!(w.wal_by_table[0].table, "public.jobs");
+        assert_eq!(w.wal_by_table[0].bytes_per_job, 1900.0);
+        assert_eq!(w.wal_by_table[1].records_per_job, 1.0);
         assert!(w.not_measured.is_empty());
     }
 
