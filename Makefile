@@ -65,7 +65,7 @@ db/down: ## Stop the local PostgreSQL started by db/up
 
 .PHONY: migrate
 migrate: ## Apply migrations/ to DATABASE_URL (or to the db/up cluster)
-	@$(SERVICES); pg_up && cargo run -q -p shared --bin migrate
+	@$(SERVICES); pg_up && cargo run -q --bin migrate
 
 .PHONY: stand-in/up
 stand-in/up: ## Start the local AWS stand-in (moto server) with EMAIL_FROM's domain verified; prints the AWS_* settings

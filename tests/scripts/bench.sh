@@ -42,10 +42,10 @@ fi
 
 # build first, so the database is not up (and the machine not busy) during a long compile
 echo "bench: building (profile $profile)" >&2
-cargo build -q -p bench --profile "$profile"
-# the functions' binaries, beside the bench's, for the cold-start runs; built on their own (as
-# `make build` and the fault suite build them), so their features are not unified with the bench's
-cargo build -q -p ingest -p worker -p sweeper --profile "$profile"
+# and the functions' binaries beside it, for the cold-start runs. --bin, not -p: features are
+# resolved over the whole workspace, as `make build` and `sam build` (`cargo lambda build
+# --bin …`) resolve them, and as `make test` does, so its dependencies are reused
+cargo build -q --bin bench --bin ingest --bin worker --bin sweeper --profile "$profile"
 case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
 bin="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/bench"
 

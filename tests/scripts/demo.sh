@@ -81,7 +81,7 @@ EMAIL_FROM=${EMAIL_FROM:-noreply@example.com}
 stand_in_verify_sender "$EMAIL_FROM"
 
 say "migrate"
-cargo run -q -p shared --bin migrate
+cargo run -q --bin migrate
 
 say "build the functions (cargo lambda watch would compile them on first call)"
 # as `cargo lambda watch` builds them (`cargo run --bin …` in the workspace: the same features)

@@ -20,8 +20,10 @@ services_session notif-faults
 
 if [ -z "${FAULTS_NO_BUILD:-}" ]; then # FAULTS_NO_BUILD=1: run the binaries already built
   echo "faults: building the function binaries and the suite"
-  cargo build -q -p ingest -p worker -p sweeper
-  cargo build -q -p integration-tests --bin faults
+  # --bin, not -p: features resolved over the whole workspace, as `cargo test` and
+  # `sam build` (`cargo lambda build --bin …`) resolve them, so the dependencies `make test`
+  # compiled are reused (with -p, tokio, hyper and the AWS SDK were compiled again)
+  cargo build -q --bin ingest --bin worker --bin sweeper --bin faults
 fi
 
 unset DATABASE_URL # our own cluster: scenario 2 restarts it

@@ -25,6 +25,8 @@ pg_bindir >/dev/null || apt_packages+=(postgresql)
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 command -v curl >/dev/null || apt_packages+=(curl)
 command -v psql >/dev/null || apt_packages+=(postgresql-client)
+# native-tls links the system's OpenSSL in builds for this machine (the Lambda build compiles its own)
+{ command -v pkg-config >/dev/null && pkg-config --exists openssl; } || apt_packages+=(libssl-dev pkg-config)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     printf '  install  %s (apt-get)\n' "${apt_packages[*]}"

@@ -93,7 +93,7 @@ impl Suite {
             let path = launcher.bin_dir.join(bin);
             assert!(
                 path.exists(),
-                "{} is missing: cargo build -p ingest -p worker -p sweeper",
+                "{} is missing: cargo build --bin ingest --bin worker --bin sweeper",
                 path.display()
             );
         }
