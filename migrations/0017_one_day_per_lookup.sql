@@ -53,6 +53,10 @@ LEFT JOIN job_outcomes AS o ON o.job_id = j.id AND o.created_at = j.created_at
 WHERE j.created_at >= lo AND j.created_at < hi
 $$;
 
+-- Replacing the view locks it for an instant; a statement that reads it for long (a listing)
+-- would hold this file, and every read queued behind it, so the wait is bounded and the
+-- runner tries the file again.
+SET LOCAL lock_timeout = '1s';
 CREATE OR REPLACE VIEW job_states AS
 SELECT * FROM job_states_between('-infinity', 'infinity');
 
