@@ -308,54 +308,41 @@ impl Probe {
             .collect())
     }
 
-    /// The WAL records between the two positions, by type.
+    /// The WAL records between the two positions, in one pass over them: by type, and by the
+    /// table each changes (its first block reference). An index's records count for its
+    /// table, and a partition's for its partitioned table, so the queue and each history table
+    /// read as one line. Records that change no relation (commits and the like) and those of
+    /// other databases get a line each.
     async fn wal_records(&self, from: &str, to: &str) -> Result<WalRecords, String> {
-        let rows = self
-            .cluster
-            .query(
-                "SELECT \"resource_manager/record_type\", count, combined_size, fpi_size
-                 FROM pg_get_wal_stats($1::text::pg_lsn, $2::text::pg_lsn, true)
-                 WHERE count > 0
-                 ORDER BY combined_size DESC",
-                &[&from, &to],
-            )
-            .await
-            .map_err(|e| format!("pg_walinspect: {}", why(&e)))?;
-        let mut records = WalRecords::of(
-            rows.iter()
-                .map(|r| RecordType {
-                    name: r.get(0),
-                    count: r.get(1),
-                    bytes: r.get(2),
-                    fpi_bytes: r.get(3),
-                })
-                .collect(),
-        );
-        records.by_table = self.wal_by_table(from, to).await?;
-        Ok(records)
-    }
-
-    /// The WAL records between the two positions by the table each changes (its first block
-    /// reference): an index's records count for its table, and a partition's for its
-    /// partitioned table, so the queue and each history table read as one line. Records
-    /// that change no relation (commits and the like) and those of other databases get a
-    /// line each.
-    async fn wal_by_table(&self, from: &str, to: &str) -> Result<Vec<RecordType>, String> {
         let fail = |e: tokio_postgres::Error| format!("pg_walinspect: {}", why(&e));
-        // (database, relfilenode) of each record's first block; none for a commit
+        // one row per record type (by_type), and one per (database, relfilenode) of the
+        // records' first block, both NULL for a record that changes no relation
         let rows = self
             .cluster
             .query(
-                "SELECT m[1]::oid, m[2]::oid, count(*), sum(record_length)::int8,
-                        sum(fpi_length)::int8
-                 FROM (SELECT record_length, fpi_length,
-                              regexp_match(block_ref, 'rel [0-9]+/([0-9]+)/([0-9]+)') AS m
-                       FROM pg_get_wal_records_info($1::text::pg_lsn, $2::text::pg_lsn)) AS r
-                 GROUP BY 1, 2",
+                "WITH r AS (
+                     SELECT resource_manager || '/' || record_type AS kind, record_length,
+                            fpi_length,
+                            regexp_match(block_ref, 'rel [0-9]+/([0-9]+)/([0-9]+)') AS m
+                     FROM pg_get_wal_records_info($1::text::pg_lsn, $2::text::pg_lsn)
+                 )
+                 SELECT GROUPING(kind) = 0 AS by_type, kind, m[1]::oid, m[2]::oid, count(*),
+                        sum(record_length)::int8, sum(fpi_length)::int8
+                 FROM r
+                 GROUP BY GROUPING SETS ((kind), (m[1], m[2]))",
                 &[&from, &to],
             )
             .await
             .map_err(fail)?;
+        let line = |r: &tokio_postgres::Row, name: String| RecordType {
+            name,
+            count: r.get(4),
+            bytes: r.get(5),
+            fpi_bytes: r.get(6),
+        };
+        let (types, blocks): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.get::<_, bool>(0));
+        let mut by_type: Vec<RecordType> = types.iter().map(|r| line(r, r.get(1))).collect();
+        by_type.sort_by_key(|t| std::cmp::Reverse(t.bytes));
         let database: u32 = self
             .target
             .query_one(
@@ -365,10 +352,10 @@ impl Probe {
             .await
             .map_err(fail)?
             .get(0);
-        let nodes: Vec<u32> = rows
+        let nodes: Vec<u32> = blocks
             .iter()
-            .filter(|r| r.get::<_, Option<u32>>(0) == Some(database))
-            .filter_map(|r| r.get::<_, Option<u32>>(1))
+            .filter(|r| r.get::<_, Option<u32>>(2) == Some(database))
+            .filter_map(|r| r.get::<_, Option<u32>>(3))
             .collect();
         // each file's table: an index's table, a TOAST table's owner, a partition's parent
         let names: BTreeMap<u32, String> = self
@@ -390,8 +377,8 @@ impl Probe {
             .map(|r| (r.get(0), r.get(1)))
             .collect();
         let mut by_table: BTreeMap<String, RecordType> = BTreeMap::new();
-        for r in &rows {
-            let (db, node): (Option<u32>, Option<u32>) = (r.get(0), r.get(1));
+        for r in &blocks {
+            let (db, node): (Option<u32>, Option<u32>) = (r.get(2), r.get(3));
             let name = match (db, node) {
                 (None, _) | (_, None) => "(no relation: commits and the like)".to_owned(),
                 (Some(db), _) if db != database => "(other databases, shared catalogs)".to_owned(),
@@ -400,17 +387,21 @@ impl Probe {
                     .cloned()
                     .unwrap_or_else(|| "(relations dropped since)".to_owned()),
             };
-            let line = by_table.entry(name.clone()).or_insert_with(|| RecordType {
+            let part = line(r, name.clone());
+            let total = by_table.entry(name.clone()).or_insert_with(|| RecordType {
                 name,
                 ..RecordType::default()
             });
-            line.count += r.get::<_, i64>(2);
-            line.bytes += r.get::<_, i64>(3);
-            line.fpi_bytes += r.get::<_, i64>(4);
+            total.count += part.count;
+            total.bytes += part.bytes;
+            total.fpi_bytes += part.fpi_bytes;
         }
-        let mut lines: Vec<RecordType> = by_table.into_values().collect();
-        lines.sort_by_key(|t| std::cmp::Reverse(t.bytes));
-        Ok(lines)
+        let mut by_table: Vec<RecordType> = by_table.into_values().collect();
+        by_table.sort_by_key(|t| std::cmp::Reverse(t.bytes));
+        Ok(WalRecords {
+            by_table,
+            ..WalRecords::of(by_type)
+        })
     }
 
     /// This database's statements since the reset, most WAL first.

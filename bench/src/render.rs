@@ -313,32 +313,39 @@ fn write_details(name: &str, side: &Side) {
             s.calls
         );
     }
-    if !w.wal_by_record_type.is_empty() {
-        say!("   {name}, WAL by record type (bytes per job, of which full-page images; records per job):");
-    }
-    for t in &w.wal_by_record_type {
-        say!(
-            "   {:>12} {:>9}   {:>7}  {}",
-            per_job(Some(t.bytes_per_job)),
-            format!("({})", per_job(Some(t.fpi_bytes_per_job))),
-            per_job(Some(t.records_per_job)),
-            t.record_type
-        );
-    }
-    if !w.wal_by_table.is_empty() {
-        say!("   {name}, WAL by table, indexes and partitions included (bytes per job, of which full-page images; records per job):");
-    }
-    for t in &w.wal_by_table {
-        say!(
-            "   {:>12} {:>9}   {:>7}  {}",
-            per_job(Some(t.bytes_per_job)),
-            format!("({})", per_job(Some(t.fpi_bytes_per_job))),
-            per_job(Some(t.records_per_job)),
-            t.table
-        );
-    }
+    wal_lines(
+        &format!("{name}, WAL by record type"),
+        w.wal_by_record_type.iter().map(|t| {
+            let per = (t.bytes_per_job, t.fpi_bytes_per_job, t.records_per_job);
+            (per, t.record_type.as_str())
+        }),
+    );
+    wal_lines(
+        &format!("{name}, WAL by table, indexes and partitions included"),
+        w.wal_by_table.iter().map(|t| {
+            let per = (t.bytes_per_job, t.fpi_bytes_per_job, t.records_per_job);
+            (per, t.table.as_str())
+        }),
+    );
     for why in &w.not_measured {
         say!("   {name}: not measured: {why}");
+    }
+}
+
+/// A titled list of WAL shares, one line each: ((bytes, of which full-page images, records)
+/// per job, what they are); nothing when the list is empty.
+fn wal_lines<'a>(title: &str, lines: impl Iterator<Item = ((f64, f64, f64), &'a str)>) {
+    let mut lines = lines.peekable();
+    if lines.peek().is_some() {
+        say!("   {title} (bytes per job, of which full-page images; records per job):");
+    }
+    for ((bytes, fpi, records), what) in lines {
+        say!(
+            "   {:>12} {:>9}   {:>7}  {what}",
+            per_job(Some(bytes)),
+            format!("({})", per_job(Some(fpi))),
+            per_job(Some(records))
+        );
     }
 }
 

@@ -26,12 +26,12 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 const DUE: i64 = 10_000;
+const ORG: &str = "00000000-0000-4000-8000-00000000a011";
 
 /// The two tests here each fill a million jobs and time the previous release's inserts while a
 /// migration runs: they run one at a time, so neither measures the other's load (side by side
 /// on 2 cores, an insert once waited 2.4 s).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
-const ORG: &str = "00000000-0000-4000-8000-00000000a011";
 
 /// The previous release's claim (shared/sql/claim.sql before 0011), trimmed to what the
 /// test needs back.
