@@ -11,8 +11,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use shared::store::{Completion, Decision, JobStore};
 
-use crate::db::Bench;
-use crate::stats::{rounded, Latency, Samples};
+use crate::db::{Bench, HISTORY_DB};
+use crate::stats::{rounded, rounded_all, Latency, Samples};
 use crate::worked::open_stores;
 use crate::Plan;
 
@@ -21,8 +21,10 @@ use crate::Plan;
 pub struct ClaimLatency {
     /// Due jobs each run drains.
     pub due_jobs: i64,
-    /// Finished jobs (each with its delivery row) in the table for the second runs.
+    /// Finished jobs (each with its delivery row) in the second database's history.
     pub finished_rows: i64,
+    /// Drains of each batch size on each side.
+    pub rounds: usize,
     pub batches: Vec<ClaimBatch>,
     /// EXPLAIN (ANALYZE, BUFFERS) of the claim at batch 100, without and with them.
     pub explain_finished_0: String,
@@ -32,6 +34,7 @@ pub struct ClaimLatency {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ClaimBatch {
     pub batch: u32,
+    /// All rounds' samples together.
     pub finished_0: Drain,
     pub finished_many: Drain,
     /// The claim's p50 and p99 with many finished rows ÷ with none.
@@ -39,15 +42,27 @@ pub struct ClaimBatch {
     pub ratio_p50: f64,
     #[serde(serialize_with = "rounded::<3, _>")]
     pub ratio_p99: f64,
+    /// Each round's p50 ratio, to show the spread between rounds.
+    #[serde(serialize_with = "rounded_all::<3, _>")]
+    pub round_ratios_p50: Vec<f64>,
 }
 
 impl ClaimBatch {
-    fn new(batch: u32, finished_0: Drain, finished_many: Drain) -> Self {
+    fn new(batch: u32, rounds: &[(DrainSamples, DrainSamples)]) -> Self {
+        let (mut none, mut many) = (DrainSamples::default(), DrainSamples::default());
+        let mut round_ratios_p50 = Vec::with_capacity(rounds.len());
+        for (a, b) in rounds {
+            round_ratios_p50.push(b.claims.p50() / a.claims.p50());
+            none.extend(a.clone());
+            many.extend(b.clone());
+        }
+        let (finished_0, finished_many) = (none.latency(), many.latency());
         let (a, b) = (&finished_0.claim, &finished_many.claim);
         Self {
             batch,
             ratio_p50: b.p50_ms / a.p50_ms,
             ratio_p99: b.p99_ms / a.p99_ms,
+            round_ratios_p50,
             finished_0,
             finished_many,
         }
@@ -61,62 +76,98 @@ pub struct Drain {
     pub complete: Latency,
 }
 
-/// Every batch size of the plan on a queue with no finished rows, then with
-/// `plan.finished_rows` of them; the claim's plan in both.
-pub async fn measure(bench: &Bench, plan: &Plan) -> Result<ClaimLatency> {
-    let mut none = Vec::new();
-    bench.truncate().await?;
-    for &batch in &plan.claim_batches {
-        crate::step!("claim latency: batch {batch}, no finished rows before the run");
-        bench.truncate().await?;
-        none.push(latencies(bench, plan.claim_jobs, batch).await?);
+/// The samples of one or more drains.
+#[derive(Debug, Clone, Default)]
+pub struct DrainSamples {
+    pub claims: Samples,
+    pub completes: Samples,
+}
+
+impl DrainSamples {
+    fn extend(&mut self, other: DrainSamples) {
+        self.claims.extend(other.claims);
+        self.completes.extend(other.completes);
     }
+
+    fn latency(&self) -> Drain {
+        Drain {
+            claim: self.claims.latency(),
+            complete: self.completes.latency(),
+        }
+    }
+}
+
+/// Every batch size of the plan, on a queue with no finished rows beside it (this database)
+/// and on one with `plan.finished_rows` of them (a second database on the same server, filled
+/// once). The two take turns, `plan.claim_rounds` times each, in the order none, many, many,
+/// none, ...: a machine that speeds up or slows down over the minutes of the run weighs on
+/// both sides alike, instead of on the ratio. The claim's plan in both.
+pub async fn measure(bench: &Bench, plan: &Plan) -> Result<ClaimLatency> {
     bench.truncate().await?;
     bench.insert_due(plan.claim_jobs).await?;
     bench.settle().await?;
     let explain_finished_0 = explain(bench, 100).await?;
     bench.truncate().await?;
-    crate::step!(
-        "filling {} finished jobs (and their delivery rows)",
-        plan.finished_rows
-    );
-    fill_finished(bench, plan.finished_rows, Finished::KEPT).await?;
-    let mut many = Vec::new();
-    for &batch in &plan.claim_batches {
+    let full = bench.sibling(HISTORY_DB).await?;
+    let result = async {
         crate::step!(
-            "claim latency: batch {batch}, {} finished rows",
+            "filling {} finished jobs (and their delivery rows) in {HISTORY_DB}",
             plan.finished_rows
         );
-        many.push(latencies(bench, plan.claim_jobs, batch).await?);
+        fill_finished(&full, plan.finished_rows, Finished::KEPT).await?;
+        let mut batches = Vec::new();
+        for &batch in &plan.claim_batches {
+            let mut rounds = Vec::new();
+            for round in 0..plan.claim_rounds {
+                crate::step!(
+                    "claim latency: batch {batch}, round {} of {}, 0 and {} finished rows",
+                    round + 1,
+                    plan.claim_rounds,
+                    plan.finished_rows
+                );
+                let (none, many) = if round % 2 == 0 {
+                    let none = drain(bench, plan.claim_jobs, batch).await?;
+                    (none, drain(&full, plan.claim_jobs, batch).await?)
+                } else {
+                    let many = drain(&full, plan.claim_jobs, batch).await?;
+                    (drain(bench, plan.claim_jobs, batch).await?, many)
+                };
+                rounds.push((none, many));
+            }
+            batches.push(ClaimBatch::new(batch, &rounds));
+        }
+        full.insert_due(plan.claim_jobs).await?;
+        full.settle().await?;
+        let explain_finished_many = explain(&full, 100).await?;
+        Ok::<_, anyhow::Error>((batches, explain_finished_many))
     }
-    bench.insert_due(plan.claim_jobs).await?;
-    bench.settle().await?;
-    let explain_finished_many = explain(bench, 100).await?;
-    let batches = plan.claim_batches.iter().zip(none.into_iter().zip(many));
+    .await;
+    // the full history goes at once: its 10M rows would weigh on the sections after this one
+    full.drop_sibling().await;
+    let (batches, explain_finished_many) = result?;
     Ok(ClaimLatency {
         due_jobs: plan.claim_jobs,
         finished_rows: plan.finished_rows,
-        batches: batches
-            .map(|(&batch, (a, b))| ClaimBatch::new(batch, a, b))
-            .collect(),
+        rounds: plan.claim_rounds,
+        batches,
         explain_finished_0,
         explain_finished_many,
     })
 }
 
 /// Claim and complete latencies of one connection draining `jobs` due jobs, `batch` a time.
-pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<Drain> {
+pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples> {
     bench.insert_due(jobs).await?;
     bench.settle().await?;
     let store = open_stores(bench, 1).await?.pop().context("a store")?;
-    let (mut claims, mut completes) = (Samples::new(), Samples::new());
+    let mut samples = DrainSamples::default();
     loop {
         let t0 = Instant::now();
         let claimed = store.claim(batch, None).await?;
         if claimed.is_empty() {
             break;
         }
-        claims.push(t0.elapsed());
+        samples.claims.push(t0.elapsed());
         let now = chrono::Utc::now();
         let done: Vec<Completion> = claimed
             .iter()
@@ -136,12 +187,9 @@ pub async fn latencies(bench: &Bench, jobs: i64, batch: u32) -> Result<Drain> {
             .collect();
         let t1 = Instant::now();
         store.complete(&done, None).await?;
-        completes.push(t1.elapsed());
+        samples.completes.push(t1.elapsed());
     }
-    Ok(Drain {
-        claim: claims.latency(),
-        complete: completes.latency(),
-    })
+    Ok(samples)
 }
 
 /// When the finished jobs of [`fill_finished`] finished: spread evenly over `spread_secs`,

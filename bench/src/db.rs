@@ -1,5 +1,6 @@
 //! The benchmark's databases on the server `DATABASE_URL` names: `notif_bench` (migrated,
-//! for our code and pgbench) and `notif_bench_peer` (for the peer), both created fresh.
+//! for our code and pgbench), `notif_bench_peer` (for the peer), both created fresh, and
+//! `notif_bench_history` (migrated, for the claim with a full history) while 2 runs.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,8 @@ pub fn uuid_v7(t: &str) -> String {
     )
 }
 pub const PEER_DB: &str = "notif_bench_peer";
+/// The claim-latency runs' second database, the one with the history (claim.rs).
+pub const HISTORY_DB: &str = "notif_bench_history";
 
 /// The tables a job is written to: its record, its queue row while open, its outcome row
 /// once finished, one delivery row per attempt (the history's three are partitioned by day:
@@ -26,6 +29,8 @@ pub const PEER_DB: &str = "notif_bench_peer";
 pub const JOB_TABLES: [&str; 4] = ["job_requests", "job_queue", "job_outcomes", "job_attempts"];
 
 pub struct Bench {
+    /// The database's name.
+    pub db: String,
     /// The benchmark database, as a URL (for pgbench) and as a config (for our code).
     pub url: String,
     pub config: DbConfig,
@@ -40,39 +45,60 @@ impl Bench {
         let admin = DbConfig::new(admin_url, None).context("DATABASE_URL")?;
         let client = admin.connect().await.context("connect to DATABASE_URL")?;
         for db in [DB, PEER_DB] {
-            // one statement each: a multi-statement string runs as one transaction
-            for statement in [
-                format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
-                format!("CREATE DATABASE {db}"),
-            ] {
-                client
-                    .batch_execute(&statement)
-                    .await
-                    .with_context(|| format!("create the database {db}"))?;
-            }
+            recreate(&client, db).await?;
         }
-        let config = admin.with_dbname(DB);
-        let mut client = config.connect().await.context("connect to notif_bench")?;
+        // left by an interrupted run
+        drop_database(&client, HISTORY_DB).await;
+        let peer_url = url_with_db(admin_url, PEER_DB)?;
+        Self::open(admin, DB, admin_url, peer_url).await
+    }
+
+    /// Connects to `db` (existing) and brings it to the current schema.
+    async fn open(admin: DbConfig, db: &str, admin_url: &str, peer_url: String) -> Result<Self> {
+        let config = admin.with_dbname(db);
+        let mut client = config
+            .connect()
+            .await
+            .with_context(|| format!("connect to {db}"))?;
         shared::migrate::run(&mut client)
             .await
-            .context("migrate notif_bench")?;
+            .with_context(|| format!("migrate {db}"))?;
         Ok(Self {
-            url: url_with_db(admin_url, DB)?,
-            peer_url: url_with_db(admin_url, PEER_DB)?,
+            db: db.to_owned(),
+            url: url_with_db(admin_url, db)?,
+            peer_url,
             config,
             admin,
             client,
         })
     }
 
-    /// Drops the two databases.
+    /// Another benchmark database beside this one on the same server, created fresh and
+    /// migrated; [`Bench::drop_sibling`] drops it.
+    pub async fn sibling(&self, db: &str) -> Result<Bench> {
+        let client = self
+            .admin
+            .connect()
+            .await
+            .context("connect to DATABASE_URL")?;
+        recreate(&client, db).await?;
+        Self::open(self.admin.clone(), db, &self.url, self.peer_url.clone()).await
+    }
+
+    /// Drops a database [`Bench::sibling`] made.
+    pub async fn drop_sibling(self) {
+        drop(self.client);
+        if let Ok(client) = self.admin.connect().await {
+            drop_database(&client, &self.db).await;
+        }
+    }
+
+    /// Drops the databases.
     pub async fn teardown(self) {
         drop(self.client);
         if let Ok(client) = self.admin.connect().await {
-            for db in [DB, PEER_DB] {
-                let _ = client
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-                    .await;
+            for db in [DB, PEER_DB, HISTORY_DB] {
+                drop_database(&client, db).await;
             }
         }
     }
@@ -192,6 +218,28 @@ pub struct Counts {
 }
 
 /// `postgres://user@host:port/db?params` with another database name.
+/// `db`, empty: dropped if it exists (whoever is connected), then created.
+async fn recreate(client: &Client, db: &str) -> Result<()> {
+    // one statement each: a multi-statement string runs as one transaction
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+        format!("CREATE DATABASE {db}"),
+    ] {
+        client
+            .batch_execute(&statement)
+            .await
+            .with_context(|| format!("create the database {db}"))?;
+    }
+    Ok(())
+}
+
+/// Drops `db` if it exists; a failure leaves it for the next run's set-up.
+async fn drop_database(client: &Client, db: &str) {
+    let _ = client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .await;
+}
+
 pub fn url_with_db(url: &str, db: &str) -> Result<String> {
     shared::db::url_with_dbname(url, db).with_context(|| {
         "DATABASE_URL must be a postgres:// URL for the benchmark (pgbench and the peer use it)"

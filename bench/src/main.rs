@@ -47,6 +47,8 @@ struct Plan {
     batches: Vec<u32>,
     claim_jobs: i64,
     claim_batches: Vec<u32>,
+    /// Drains of each claim batch size with no history and with a full one, taking turns.
+    claim_rounds: usize,
     finished_rows: i64,
     /// Finished jobs of one day that retention deletes (10).
     retention_jobs: i64,
@@ -73,6 +75,7 @@ impl Plan {
                 batches: vec![100],
                 claim_jobs: 3_000,
                 claim_batches: vec![100],
+                claim_rounds: 2,
                 finished_rows: 50_000,
                 retention_jobs: 20_000,
                 ingest_c1: 200,
@@ -94,6 +97,7 @@ impl Plan {
                 batches: vec![10, 100, 500],
                 claim_jobs: 30_000,
                 claim_batches: vec![10, 100, 500],
+                claim_rounds: 3,
                 // issue 17: the claim with 10M history rows beside the queue
                 finished_rows: 10_000_000,
                 // issue 17: one day of 1M finished jobs

@@ -353,21 +353,29 @@ fn claim(r: &Results) {
     let c = &r.claim_latency;
     let finished = fmt_n(c.finished_rows as f64);
     say!("2. claim latency per claim (claim.sql via JobStore::claim, one connection draining {} due jobs; each batch then completed)", c.due_jobs);
+    say!("   two databases on the server, one with no history and one with {finished} finished jobs; {} drains of each batch size on each, taking turns (none, many, many, none, ...); p50 and p99 over all of a side's claims", c.rounds);
     say!(
-        "   {:>6} {:>22} {:>22} {:>16}",
+        "   {:>6} {:>22} {:>22} {:>16}  {}",
         "batch",
         "0 finished p50 / p99",
         format!("{finished} finished p50 / p99"),
-        "ratio p50 / p99"
+        "ratio p50 / p99",
+        "p50 ratio of each round"
     );
     for b in &c.batches {
         let (a, m) = (&b.finished_0.claim, &b.finished_many.claim);
+        let rounds: Vec<String> = b
+            .round_ratios_p50
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect();
         say!(
-            "   {:>6} {:>22} {:>22} {:>16}",
+            "   {:>6} {:>22} {:>22} {:>16}  {}",
             b.batch,
             format!("{} / {}", ms(a.p50_ms), ms(a.p99_ms)),
             format!("{} / {}", ms(m.p50_ms), ms(m.p99_ms)),
-            format!("{:.2} / {:.2}", b.ratio_p50, b.ratio_p99)
+            format!("{:.2} / {:.2}", b.ratio_p50, b.ratio_p99),
+            rounds.join(" ")
         );
     }
     say!("   EXPLAIN (ANALYZE, BUFFERS) of the claim, batch 100, with {finished} finished rows:");
