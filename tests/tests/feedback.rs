@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use shared::delivery::{aws_deliverer, DeliveryConfig};
 use shared::domain::Channel;
 use shared::feedback::{self, events};
-use shared::store::{Decision, JobStore, PgStore, SuppressionStore};
+use shared::store::{Decision, FeedbackStore, JobStore, PgStore, SuppressionStore};
 use shared::sweeper::{self, SweeperConfig};
 use shared::worker::{self, WorkerConfig};
 use tokio_postgres::Client;
@@ -424,4 +424,54 @@ async fn a_queued_job_to_a_newly_suppressed_recipient_dies_without_a_provider_ca
             m
         });
     assert!(calls.is_empty(), "the provider was never called: {calls:?}");
+}
+
+/// The feedback function matches its events among the jobs accepted in the days around them
+/// (`feedback::jobs_window`, three days back): an event naming a job accepted two days before
+/// it applies at once; one naming a job accepted five days before waits, and the sweeper's
+/// next run, which searches every day kept, applies it.
+#[tokio::test]
+async fn an_event_for_a_job_older_than_its_window_is_applied_by_the_sweepers_pass() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let client = db.client().await;
+    let mut jobs = Vec::new();
+    for days in [2.0, 5.0] {
+        let id = integration_tests::factory::Job::new()
+            .email()
+            .created_ago(days * 86_400.0)
+            .insert(&client)
+            .await;
+        let job = store.claim(1, None).await.unwrap().remove(0);
+        assert_eq!(job.id, id);
+        let message_id = format!("m-{id}");
+        store
+            .complete(&[completion(&job, Decision::Sent, Some(&message_id))], None)
+            .await
+            .unwrap();
+        jobs.push((id, message_id));
+    }
+    let event = |message_id: &str| feedback::FeedbackEvent {
+        channel: Channel::Email,
+        provider_message_id: message_id.to_owned(),
+        key: format!("delivery:{message_id}"),
+        kind: feedback::FeedbackKind::Delivery,
+        subtype: None,
+        diagnostic: None,
+        occurred_at: chrono::Utc::now(),
+        raw: json!({}),
+    };
+    let events: Vec<_> = jobs.iter().map(|(_, m)| event(m)).collect();
+    let report = store.record_feedback(&events, None).await.unwrap();
+    assert_eq!(
+        report.applied, 1,
+        "only the job inside the window: {report:?}"
+    );
+    assert_eq!(status(&client, jobs[0].0).await, "delivered");
+    assert_eq!(status(&client, jobs[1].0).await, "sent", "waits");
+
+    let config = SweeperConfig::new(600, 120, 100).unwrap();
+    let swept = sweeper::run_once(&store, &config, None).await.unwrap();
+    assert_eq!(swept.feedback_applied, 1);
+    assert_eq!(status(&client, jobs[1].0).await, "delivered");
 }

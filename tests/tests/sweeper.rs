@@ -5,6 +5,7 @@ use integration_tests::{insert_due_jobs, TestDb};
 use shared::domain::JobStatus;
 use shared::store::{ClaimedJob, Completion, Decision, JobStore, Transition};
 use shared::sweeper::{run_once, SweeperConfig};
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 fn sent(job: &ClaimedJob, message_id: &str) -> Completion {
@@ -501,6 +502,33 @@ async fn an_expired_job_is_never_claimed_and_the_sweeper_marks_it_expired() {
     assert_eq!(status_of(&client, in_flight).await.0, "expired");
 }
 
+/// How many partitions of the history table `table` the plan of `sql` (run with `params`)
+/// reads: scans "on" one (a bitmap index scan names its index instead), the partition before
+/// the cut (notification_jobs, job_outcomes_before, notification_deliveries) included.
+async fn partitions_planned(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    table: &str,
+) -> usize {
+    let plan: Vec<String> = client
+        .query(&format!("EXPLAIN {sql}"), params)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let before = match table {
+        "job_requests" => " on notification_jobs ",
+        "job_outcomes" => " on job_outcomes_before ",
+        _ => " on notification_deliveries ",
+    };
+    plan.iter()
+        .filter(|l| !l.contains("Bitmap Index Scan"))
+        .filter(|l| l.contains(&format!(" on {table}_2")) || l.contains(before))
+        .count()
+}
+
 /// A lookup by id plans only the partitions of the job's day (0016_job_day_from_id.sql,
 /// 0017_one_day_per_lookup.sql): with 40 days of partitions, `GET`'s statement (its records
 /// and outcome rows) and its attempts' name the days around the one of a UUIDv7 id (and the
@@ -526,30 +554,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
             .await
             .unwrap();
     }
-    let partitions_planned = |sql: String, table: &'static str| {
-        let client = &client;
-        async move {
-            let plan: Vec<String> = client
-                .query(&format!("EXPLAIN {sql}"), &[&v7, &org])
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            // a partition read: a scan "on" it (a bitmap index scan names its index instead);
-            // the partitions before the cut are notification_jobs, job_outcomes_before and
-            // notification_deliveries
-            let before = match table {
-                "job_requests" => " on notification_jobs ",
-                "job_outcomes" => " on job_outcomes_before ",
-                _ => " on notification_deliveries ",
-            };
-            plan.iter()
-                .filter(|l| !l.contains("Bitmap Index Scan"))
-                .filter(|l| l.contains(&format!(" on {table}_2")) || l.contains(before))
-                .count()
-        }
-    };
+    let params: [&(dyn ToSql + Sync); 2] = [&v7, &org];
     // GET and the status check: the records and the outcome rows of the id's day (0017)
     let statements = [
         ("GET", &shared::store::sql::GET_JOB),
@@ -557,7 +562,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     ];
     for (name, statement) in statements {
         for table in ["job_requests", "job_outcomes"] {
-            let planned = partitions_planned(statement.sql.to_string(), table).await;
+            let planned = partitions_planned(&client, &statement.sql, &params, table).await;
             assert!(
                 (1..=3).contains(&planned),
                 "{name} plans the {table} partitions of the id's day, not 40: {planned}"
@@ -572,7 +577,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
             .trim_end()
             .trim_end_matches("ORDER BY d.attempt")
     );
-    let planned = partitions_planned(attempts, "job_attempts").await;
+    let planned = partitions_planned(&client, &attempts, &params, "job_attempts").await;
     assert!(
         (1..=3).contains(&planned),
         "its attempts plan the same days (and the rows before the cut): {planned}"
@@ -581,5 +586,38 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let store = db.store().await;
     for id in [v7, v4] {
         assert!(store.get(org, id).await.unwrap().is_some(), "{id}");
+    }
+}
+
+/// The feedback function's matching plans the days around its events only
+/// (apply_feedback.sql with a window from `feedback::jobs_window`): with 40 days of
+/// partitions, the delivery rows, outcome rows and records of about five days, not every day.
+/// The sweeper's pass (no window) plans them all.
+#[tokio::test]
+async fn feedback_matching_plans_only_the_days_around_its_events() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    client
+        .batch_execute("SELECT job_history_add_days(current_date, 40)")
+        .await
+        .unwrap();
+    let now = chrono::Utc::now();
+    let (from, to) = shared::feedback::jobs_window([], now);
+    let apply = &shared::store::sql::APPLY_FEEDBACK.sql;
+    for table in ["job_attempts", "job_outcomes", "job_requests"] {
+        let windowed: [&(dyn ToSql + Sync); 3] =
+            [&None::<chrono::DateTime<chrono::Utc>>, &from, &to];
+        let planned = partitions_planned(&client, apply, &windowed, table).await;
+        assert!(
+            (1..=6).contains(&planned),
+            "the feedback function plans the {table} partitions of its window, not 40: {planned}"
+        );
+        let none = None::<chrono::DateTime<chrono::Utc>>;
+        let unbounded: [&(dyn ToSql + Sync); 3] = [&none, &none, &none];
+        let planned = partitions_planned(&client, apply, &unbounded, table).await;
+        assert!(
+            planned >= 40,
+            "the sweeper's pass plans every {table} partition: {planned}"
+        );
     }
 }

@@ -13,6 +13,29 @@ pub mod events;
 /// their `eventType`/`status` and the ids (see [`events`]).
 pub const RAW_EVENT_MAX_BYTES: usize = 8 * 1024;
 
+/// How long before a provider event the job it names may have been accepted, for the
+/// feedback function's own matching: a message is sent within minutes of its job's
+/// acceptance (hours with retries), and its events follow within minutes to a day or two.
+/// An event whose job is older waits for the sweeper's pass (once a minute), which searches
+/// every day kept.
+pub const JOB_LOOKBACK: chrono::TimeDelta = chrono::TimeDelta::days(3);
+
+/// The job creation times the feedback function searches for the attempts that `events`
+/// name: from [`JOB_LOOKBACK`] before the earliest event (or `now`, if earlier) to a day after
+/// the latest (or `now`, if later; the day covers clocks that disagree). Events from a test
+/// or a replay with old timestamps widen it rather than miss their jobs. The history is
+/// partitioned by that day, so the window is what keeps the matching statement from being
+/// planned over every day kept (apply_feedback.sql).
+pub fn jobs_window<'a>(
+    events: impl IntoIterator<Item = &'a FeedbackEvent>,
+    now: DateTime<Utc>,
+) -> (DateTime<Utc>, DateTime<Utc>) {
+    let (earliest, latest) = events.into_iter().fold((now, now), |(lo, hi), e| {
+        (lo.min(e.occurred_at), hi.max(e.occurred_at))
+    });
+    (earliest - JOB_LOOKBACK, latest + chrono::TimeDelta::days(1))
+}
+
 /// What a provider reported about one accepted message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FeedbackKind {
@@ -200,6 +223,52 @@ pub fn metrics_line(summary: &FeedbackSummary, timestamp_ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn delivery_at(occurred_at: DateTime<Utc>) -> FeedbackEvent {
+        FeedbackEvent {
+            channel: crate::domain::Channel::Sms,
+            provider_message_id: "m".into(),
+            key: "k".into(),
+            kind: FeedbackKind::Delivery,
+            subtype: None,
+            diagnostic: None,
+            occurred_at,
+            raw: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn the_jobs_window_spans_the_lookback_before_the_events_to_a_day_after() {
+        let now = at("2026-12-01T12:00:00Z");
+        // no events: the days around now
+        assert_eq!(
+            jobs_window([], now),
+            (at("2026-11-28T12:00:00Z"), at("2026-12-02T12:00:00Z"))
+        );
+        // events of the last hours: the same, from the earliest
+        let events = [
+            delivery_at(at("2026-12-01T09:00:00Z")),
+            delivery_at(at("2026-12-01T11:00:00Z")),
+        ];
+        assert_eq!(
+            jobs_window(&events, now),
+            (at("2026-11-28T09:00:00Z"), at("2026-12-02T12:00:00Z"))
+        );
+        // an old event (a replay, a test fixture) widens it back; one ahead of the clock,
+        // forward
+        let events = [
+            delivery_at(at("2016-06-28T00:40:34Z")),
+            delivery_at(at("2026-12-01T18:00:00Z")),
+        ];
+        assert_eq!(
+            jobs_window(&events, now),
+            (at("2016-06-25T00:40:34Z"), at("2026-12-02T18:00:00Z"))
+        );
+    }
 
     #[test]
     fn the_metrics_count_email_and_sms_apart() {

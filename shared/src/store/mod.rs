@@ -402,15 +402,17 @@ pub trait SuppressionStore: Send + Sync {
 #[async_trait]
 pub trait FeedbackStore: Send + Sync {
     /// Records the events (copies of recorded ones are skipped) and applies every recorded
-    /// event whose attempt is known.
+    /// event whose attempt is known, among the jobs accepted in the days around these events
+    /// ([`crate::feedback::jobs_window`]); [`FeedbackStore::apply_waiting_feedback`] (the
+    /// sweeper's, once a minute) applies the others.
     async fn record_feedback(
         &self,
         events: &[crate::feedback::FeedbackEvent],
         now: Now,
     ) -> Result<FeedbackReport, StoreError>;
 
-    /// Applies waiting events whose attempt has been recorded since (`recorded` and
-    /// `duplicates` stay empty).
+    /// Applies waiting events whose attempt has been recorded since, whatever its job's day
+    /// (`recorded` and `duplicates` stay empty).
     async fn apply_waiting_feedback(&self, now: Now) -> Result<FeedbackReport, StoreError>;
 
     /// Drops up to `limit` events that waited more than `older_than_secs` for their attempt.

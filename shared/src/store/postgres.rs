@@ -84,7 +84,7 @@ pub mod sql {
             TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, BOOL_ARRAY,
             TIMESTAMPTZ_ARRAY, JSONB_ARRAY, TIMESTAMPTZ, TEXT_ARRAY
         ];
-        APPLY_FEEDBACK = "apply_feedback.sql" [TIMESTAMPTZ];
+        APPLY_FEEDBACK = "apply_feedback.sql" [TIMESTAMPTZ, TIMESTAMPTZ, TIMESTAMPTZ];
         DROP_UNMATCHED_FEEDBACK = "drop_unmatched_feedback.sql" [FLOAT8, INT8, TIMESTAMPTZ];
         LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8];
         ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT];

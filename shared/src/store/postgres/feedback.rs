@@ -1,6 +1,7 @@
 //! The feedback and suppression ports over PostgreSQL.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -113,7 +114,9 @@ impl FeedbackStore for PgStore {
             }
             report.duplicates = (events.len() - rows.len()) as u64;
         }
-        let applied = self.apply_waiting_feedback(now).await?;
+        // the days around these events, not every day kept (the sweeper's pass is unbounded)
+        let window = crate::feedback::jobs_window(events, now.unwrap_or_else(chrono::Utc::now));
+        let applied = self.apply_feedback(Some(window), now).await?;
         Ok(FeedbackReport {
             applied: applied.applied,
             jobs_changed: applied.jobs_changed,
@@ -123,17 +126,7 @@ impl FeedbackStore for PgStore {
     }
 
     async fn apply_waiting_feedback(&self, now: Now) -> Result<FeedbackReport, StoreError> {
-        let rows = self.query(&sql::APPLY_FEEDBACK, &[&now]).await?;
-        let first = |column: &str| {
-            rows.first()
-                .map_or(0, |row| row.get::<_, i32>(column).max(0) as u64)
-        };
-        Ok(FeedbackReport {
-            applied: rows.len() as u64,
-            jobs_changed: first("jobs_changed"),
-            suppressed: first("suppressed"),
-            ..FeedbackReport::default()
-        })
+        self.apply_feedback(None, now).await
     }
 
     async fn drop_unmatched_feedback(
@@ -148,5 +141,30 @@ impl FeedbackStore for PgStore {
             .query_one(&sql::DROP_UNMATCHED_FEEDBACK, &[&secs, &limit, &now])
             .await?;
         Ok(row.get::<_, i64>("dropped").max(0) as u64)
+    }
+}
+
+impl PgStore {
+    /// Applies the waiting events whose attempt is recorded, among the jobs accepted within
+    /// `window` ([from, to); `None`: every day kept).
+    async fn apply_feedback(
+        &self,
+        window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+        now: Now,
+    ) -> Result<FeedbackReport, StoreError> {
+        let (from, to) = (window.map(|w| w.0), window.map(|w| w.1));
+        let rows = self
+            .query(&sql::APPLY_FEEDBACK, &[&now, &from, &to])
+            .await?;
+        let first = |column: &str| {
+            rows.first()
+                .map_or(0, |row| row.get::<_, i32>(column).max(0) as u64)
+        };
+        Ok(FeedbackReport {
+            applied: rows.len() as u64,
+            jobs_changed: first("jobs_changed"),
+            suppressed: first("suppressed"),
+            ..FeedbackReport::default()
+        })
     }
 }
