@@ -1,6 +1,7 @@
--- The jobs an organization already made with these idempotency keys, as they stand. The key's
--- row names its job and the job's day, so one partition of each history table is read.
+-- The jobs $1 as they stand, all accepted within [$2, $3) (their days, from
+-- idempotency_key_jobs.sql). The window is a parameter, so the statement is planned over
+-- those days' partitions only (job_states_between, 0017_one_day_per_lookup.sql): joined to
+-- the key rows in one statement, it was planned over every day kept (about 7 ms with 39).
 SELECT s.id, s.status::text, s.next_attempt_at, s.request_hash, s.idempotency_key
-FROM idempotency_keys AS k
-JOIN job_states AS s ON s.id = k.job_id AND s.created_at = k.job_created_at
-WHERE k.organization_id = $1 AND k.idempotency_key = ANY($2::text[])
+FROM job_states_between($2, $3) AS s
+WHERE s.id = ANY($1::uuid[])

@@ -69,7 +69,10 @@ pub mod sql {
             TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY
         ];
         EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ];
-        FIND_BY_IDEMPOTENCY_KEYS = "find_by_idempotency_keys.sql" [UUID, TEXT_ARRAY];
+        IDEMPOTENCY_KEY_JOBS = "idempotency_key_jobs.sql" [UUID, TEXT_ARRAY];
+        FIND_BY_IDEMPOTENCY_KEYS = "find_by_idempotency_keys.sql" [
+            UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ
+        ];
         GET_JOB = "get_job.sql" [UUID, UUID];
         LIST_DELIVERIES = "list_deliveries.sql" [UUID];
         SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ];
@@ -511,8 +514,20 @@ impl JobStore for PgStore {
             by_org.entry(org).or_default().push(key);
         }
         for (org, keys) in by_org {
+            // the keys' jobs and their days first, then the jobs within those days only
+            let held = self
+                .query(&sql::IDEMPOTENCY_KEY_JOBS, &[&org, &keys])
+                .await?;
+            let days = held
+                .iter()
+                .map(|row| row.get::<_, DateTime<Utc>>("job_created_at"));
+            let (Some(from), Some(last)) = (days.clone().min(), days.max()) else {
+                continue;
+            };
+            let to = last + chrono::TimeDelta::seconds(1);
+            let ids: Vec<Uuid> = held.iter().map(|row| row.get("job_id")).collect();
             let rows = self
-                .query(&sql::FIND_BY_IDEMPOTENCY_KEYS, &[&org, &keys])
+                .query(&sql::FIND_BY_IDEMPOTENCY_KEYS, &[&ids, &from, &to])
                 .await?;
             for row in &rows {
                 let hash: String = row.get("request_hash");
