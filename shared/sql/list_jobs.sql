@@ -1,5 +1,6 @@
 -- One page of an organization's jobs, oldest first, after the cursor (created_at, id);
--- $3/$4 NULL for the first page, $2 NULL for every status. Jobs as they stand (job_states).
+-- $3/$4 NULL for the first page, $2 NULL for every status: their ids and days, which
+-- jobs_within.sql then reads as they stand (job_states) within those days only.
 -- Each statement is planned with its parameters' values, so only the branch of $2 that
 -- applies is planned; each reads one index in page order, so a filtered page reads about
 -- as many rows as it returns, not every job of the organization:
@@ -49,9 +50,6 @@ WITH page AS (
     ORDER BY created_at, id
     LIMIT $5
 )
-SELECT s.id, s.channel, s.payload ->> 'to' AS recipient, s.status::text AS status, s.attempts,
-       s.max_attempts, s.next_attempt_at, s.created_at, s.updated_at, s.last_error
+SELECT id, created_at
 FROM page
--- (by id and day: one partition of each history table per row)
-JOIN job_states AS s ON s.id = page.id AND s.created_at = page.created_at
-ORDER BY page.created_at, page.id
+ORDER BY created_at, id

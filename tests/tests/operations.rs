@@ -310,7 +310,8 @@ async fn listing_pages_through_every_job_once_while_new_ones_arrive() {
     assert_eq!(err["error"]["fields"].as_array().unwrap().len(), 2);
 }
 
-/// Shared buffers (hit + read) the plan of one listing page touched.
+/// Shared buffers (hit + read) the plan of one listing page (list_jobs.sql: its ids and days)
+/// touched.
 async fn buffers_for_listing(db: &TestDb, org: Uuid, status: &str) -> (i64, usize) {
     let client = db.client().await;
     let list = &shared::store::sql::LIST_JOBS;
@@ -368,8 +369,9 @@ async fn a_status_filtered_page_reads_the_status_index_not_every_job() {
          (the job records alone: {table_pages} pages)"
     );
     assert_eq!(rows, 50);
-    // each listed job is read where it stands (job_states): an index probe into its record,
-    // queue and outcome rows, about 10 buffers; the page is found in job_outcomes_listing
+    // the page (its ids and days) is found in the outcome rows' status index, about a page
+    // of index and heap; jobs_within.sql then reads each listed job in its day (sweeper.rs
+    // checks that plan)
     assert!(
         buffers < 15 * rows as i64 && buffers * 5 < table_pages,
         "a filtered page reads about a page of index and heap, not the organization's 300k jobs: {buffers} buffers"

@@ -532,8 +532,8 @@ async fn partitions_planned(
 /// A lookup by id plans only the partitions of the job's day (0016_job_day_from_id.sql,
 /// 0017_one_day_per_lookup.sql): with 40 days of partitions, `GET`'s statement (its records
 /// and outcome rows) and its attempts' name the days around the one of a UUIDv7 id (and the
-/// partition before the cut), not every day, and so does the idempotency check for the days
-/// of its keys' jobs; an id from before 0011 (v4) still finds its job,
+/// partition before the cut), not every day, and so does the read of a listing page's or an
+/// idempotency check's jobs for the days of those jobs; an id from before 0011 (v4) still finds its job,
 /// in every partition.
 #[tokio::test]
 async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
@@ -570,7 +570,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
             );
         }
     }
-    // the idempotency check: the days of the keys' jobs (here one instant)
+    // a listing page's or an idempotency check's jobs: their days (here one instant)
     let (from, to) = (
         chrono::Utc::now(),
         chrono::Utc::now() + chrono::TimeDelta::seconds(1),
@@ -578,11 +578,11 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let ids = vec![v7];
     let find: [&(dyn ToSql + Sync); 3] = [&ids, &from, &to];
     for table in ["job_requests", "job_outcomes"] {
-        let sql = &shared::store::sql::FIND_BY_IDEMPOTENCY_KEYS.sql;
+        let sql = &shared::store::sql::JOBS_WITHIN.sql;
         let planned = partitions_planned(&client, sql, &find, table).await;
         assert!(
             (1..=3).contains(&planned),
-            "the idempotency check plans the {table} partitions of its keys' days: {planned}"
+            "the jobs of a listing page or an idempotency check: the {table} partitions of their days: {planned}"
         );
     }
     // its attempts: the same window (one parameter, so the organization goes unused)

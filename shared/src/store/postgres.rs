@@ -70,9 +70,7 @@ pub mod sql {
         ];
         EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ];
         IDEMPOTENCY_KEY_JOBS = "idempotency_key_jobs.sql" [UUID, TEXT_ARRAY];
-        FIND_BY_IDEMPOTENCY_KEYS = "find_by_idempotency_keys.sql" [
-            UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ
-        ];
+        JOBS_WITHIN = "jobs_within.sql" [UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ];
         GET_JOB = "get_job.sql" [UUID, UUID];
         LIST_DELIVERIES = "list_deliveries.sql" [UUID];
         SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ];
@@ -217,6 +215,19 @@ impl PgStore {
     /// Opens the connection now, if it is not open (for a cold start that should fail fast).
     pub async fn ready(&self) -> Result<(), StoreError> {
         self.conn().await.map(|_| ())
+    }
+
+    /// The jobs `jobs` (ids and creation times) as they stand, in page order, read within
+    /// their days only (jobs_within.sql).
+    async fn jobs_within(&self, jobs: &[(Uuid, DateTime<Utc>)]) -> Result<Vec<Row>, StoreError> {
+        let days = jobs.iter().map(|(_, created_at)| *created_at);
+        let (Some(from), Some(last)) = (days.clone().min(), days.max()) else {
+            return Ok(Vec::new());
+        };
+        // the window's end is exclusive
+        let to = last + chrono::TimeDelta::seconds(1);
+        let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| *id).collect();
+        self.query(&sql::JOBS_WITHIN, &[&ids, &from, &to]).await
     }
 
     async fn conn(&self) -> Result<Arc<Client>, StoreError> {
@@ -393,7 +404,7 @@ fn channel(row: &Row) -> Result<Channel, StoreError> {
     Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
 }
 
-/// A job from a row of get_job.sql or list_jobs.sql (no delivery attempts).
+/// A job from a row of get_job.sql or jobs_within.sql (no delivery attempts).
 fn job_view(row: &Row) -> Result<JobView, StoreError> {
     Ok(JobView {
         id: row.get("id"),
@@ -518,18 +529,11 @@ impl JobStore for PgStore {
             let held = self
                 .query(&sql::IDEMPOTENCY_KEY_JOBS, &[&org, &keys])
                 .await?;
-            let days = held
+            let jobs: Vec<(Uuid, DateTime<Utc>)> = held
                 .iter()
-                .map(|row| row.get::<_, DateTime<Utc>>("job_created_at"));
-            let (Some(from), Some(last)) = (days.clone().min(), days.max()) else {
-                continue;
-            };
-            let to = last + chrono::TimeDelta::seconds(1);
-            let ids: Vec<Uuid> = held.iter().map(|row| row.get("job_id")).collect();
-            let rows = self
-                .query(&sql::FIND_BY_IDEMPOTENCY_KEYS, &[&ids, &from, &to])
-                .await?;
-            for row in &rows {
+                .map(|row| (row.get("job_id"), row.get("job_created_at")))
+                .collect();
+            for row in &self.jobs_within(&jobs).await? {
                 let hash: String = row.get("request_hash");
                 let key: String = row.get("idempotency_key");
                 existing.insert((org, key), (summary(row)?, hash));
@@ -609,19 +613,37 @@ impl JobStore for PgStore {
         after: Option<ListCursor>,
         limit: u32,
     ) -> Result<Vec<JobView>, StoreError> {
-        let rows = self
-            .query(
-                &sql::LIST_JOBS,
-                &[
-                    &organization_id,
-                    &status.map(JobStatus::as_str),
-                    &after.map(|c| c.created_at),
-                    &after.map(|c| c.id),
-                    &i64::from(limit),
-                ],
-            )
-            .await?;
-        rows.iter().map(job_view).collect()
+        // the page's ids and days, then the jobs within those days only (jobs_within.sql)
+        let page_of = || async {
+            let page = self
+                .query(
+                    &sql::LIST_JOBS,
+                    &[
+                        &organization_id,
+                        &status.map(JobStatus::as_str),
+                        &after.map(|c| c.created_at),
+                        &after.map(|c| c.id),
+                        &i64::from(limit),
+                    ],
+                )
+                .await?;
+            let page: Vec<(Uuid, DateTime<Utc>)> = page
+                .iter()
+                .map(|row| (row.get("id"), row.get("created_at")))
+                .collect();
+            let jobs = self.jobs_within(&page).await?;
+            Ok::<_, StoreError>((page.len(), jobs))
+        };
+        let (listed, jobs) = page_of().await?;
+        // A job of the page that the second read misses was removed in between (its day
+        // dropped by retention): a short page would end the caller's paging, so the page is
+        // read again, without it.
+        let jobs = if jobs.len() < listed {
+            page_of().await?.1
+        } else {
+            jobs
+        };
+        jobs.iter().map(job_view).collect()
     }
 
     async fn claim(&self, batch_size: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError> {
