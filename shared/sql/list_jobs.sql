@@ -16,6 +16,9 @@ WITH page AS (
      WHERE $2::text IS NULL
        AND j.organization_id = $1
        AND ($3::timestamptz IS NULL OR (j.created_at, j.id) > ($3, $4::uuid))
+       -- implied by the line above, but in a form that drops the days before the cursor
+       -- from the plan (the history is partitioned by that day)
+       AND ($3::timestamptz IS NULL OR j.created_at >= $3)
      ORDER BY j.created_at, j.id
      LIMIT $5)
     UNION ALL
@@ -45,6 +48,7 @@ WITH page AS (
        AND o.organization_id = $1
        AND o.status = $2::text::job_status
        AND ($3::timestamptz IS NULL OR (o.created_at, o.job_id) > ($3, $4::uuid))
+       AND ($3::timestamptz IS NULL OR o.created_at >= $3)
      ORDER BY o.created_at, o.job_id
      LIMIT $5)
     ORDER BY created_at, id

@@ -637,3 +637,30 @@ async fn feedback_matching_plans_only_the_days_around_its_events() {
         );
     }
 }
+
+/// A listing page after a cursor plans the days from the cursor's on (list_jobs.sql): with 40
+/// days of partitions and a cursor 35 days ahead, the records (every status) or the outcome
+/// rows (a final status) of about five days, not 41.
+#[tokio::test]
+async fn a_listing_page_plans_the_days_from_its_cursor_on() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    client
+        .batch_execute("SELECT job_history_add_days(current_date, 40)")
+        .await
+        .unwrap();
+    let org = Uuid::new_v4();
+    let cursor = (
+        chrono::Utc::now() + chrono::TimeDelta::days(35),
+        Uuid::now_v7(),
+    );
+    let list = &shared::store::sql::LIST_JOBS.sql;
+    for (status, table) in [(None, "job_requests"), (Some("sent"), "job_outcomes")] {
+        let params: [&(dyn ToSql + Sync); 5] = [&org, &status, &cursor.0, &cursor.1, &50_i64];
+        let planned = partitions_planned(&client, list, &params, table).await;
+        assert!(
+            (1..=6).contains(&planned),
+            "a page after the cursor plans the {table} partitions from its day on: {planned}"
+        );
+    }
+}
