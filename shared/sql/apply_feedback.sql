@@ -10,8 +10,8 @@
 -- tell the day, so without a window the statement is planned over every day kept: about 9 ms
 -- to plan with 38 days, for each feedback invocation. The feedback function passes the days
 -- around its events; the sweeper, once a minute, applies whatever waits with no window (an
--- event whose job lies outside the window, or one from before the cut, whose delivery rows
--- have no day).
+-- event whose job lies outside the window, or whose delivery row the release before 0015
+-- wrote without the job's day: job_created_at -infinity).
 -- Returns one row per event applied.
 WITH matched AS (
     UPDATE delivery_feedback AS f
