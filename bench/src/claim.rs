@@ -48,13 +48,13 @@ pub struct ClaimBatch {
 }
 
 impl ClaimBatch {
-    fn new(batch: u32, rounds: &[(DrainSamples, DrainSamples)]) -> Self {
+    fn new(batch: u32, rounds: Vec<(DrainSamples, DrainSamples)>) -> Self {
         let (mut none, mut many) = (DrainSamples::default(), DrainSamples::default());
         let mut round_ratios_p50 = Vec::with_capacity(rounds.len());
         for (a, b) in rounds {
             round_ratios_p50.push(b.claims.p50() / a.claims.p50());
-            none.extend(a.clone());
-            many.extend(b.clone());
+            none.extend(a);
+            many.extend(b);
         }
         let (finished_0, finished_many) = (none.latency(), many.latency());
         let (a, b) = (&finished_0.claim, &finished_many.claim);
@@ -134,7 +134,7 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<ClaimLatency> {
                 };
                 rounds.push((none, many));
             }
-            batches.push(ClaimBatch::new(batch, &rounds));
+            batches.push(ClaimBatch::new(batch, rounds));
         }
         full.insert_due(plan.claim_jobs).await?;
         full.settle().await?;

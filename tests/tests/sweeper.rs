@@ -502,6 +502,18 @@ async fn an_expired_job_is_never_claimed_and_the_sweeper_marks_it_expired() {
     assert_eq!(status_of(&client, in_flight).await.0, "expired");
 }
 
+/// A fresh database with the partitions of the next 40 days (a deployment keeps about as
+/// many: the retention's days and the week ahead), and a connection to it.
+async fn forty_days_ahead() -> (TestDb, tokio_postgres::Client) {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    client
+        .batch_execute("SELECT job_history_add_days(current_date, 40)")
+        .await
+        .unwrap();
+    (db, client)
+}
+
 /// How many partitions of the history table `table` the plan of `sql` (run with `params`)
 /// reads: scans "on" one (a bitmap index scan names its index instead), the partition before
 /// the cut (notification_jobs, job_outcomes_before, notification_deliveries) included.
@@ -533,16 +545,11 @@ async fn partitions_planned(
 /// 0017_one_day_per_lookup.sql): with 40 days of partitions, `GET`'s statement (its records
 /// and outcome rows) and its attempts' name the days around the one of a UUIDv7 id (and the
 /// partition before the cut), not every day, and so does the read of a listing page's or an
-/// idempotency check's jobs for the days of those jobs; an id from before 0011 (v4) still finds its job,
-/// in every partition.
+/// idempotency check's jobs for the days of those jobs; an id from before 0011 (v4) still
+/// finds its job, in every partition.
 #[tokio::test]
 async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    client
-        .batch_execute("SELECT job_history_add_days(current_date, 40)")
-        .await
-        .unwrap();
+    let (db, client) = forty_days_ahead().await;
     let org = Uuid::new_v4();
     let (v7, v4) = (Uuid::now_v7(), Uuid::new_v4());
     for id in [v7, v4] {
@@ -611,25 +618,19 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
 /// The sweeper's pass (no window) plans them all.
 #[tokio::test]
 async fn feedback_matching_plans_only_the_days_around_its_events() {
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    client
-        .batch_execute("SELECT job_history_add_days(current_date, 40)")
-        .await
-        .unwrap();
+    let (_db, client) = forty_days_ahead().await;
     let now = chrono::Utc::now();
     let (from, to) = shared::feedback::jobs_window([], now);
     let apply = &shared::store::sql::APPLY_FEEDBACK.sql;
+    let none = None::<chrono::DateTime<chrono::Utc>>;
+    let windowed: [&(dyn ToSql + Sync); 3] = [&none, &from, &to];
+    let unbounded: [&(dyn ToSql + Sync); 3] = [&none, &none, &none];
     for table in ["job_attempts", "job_outcomes", "job_requests"] {
-        let windowed: [&(dyn ToSql + Sync); 3] =
-            [&None::<chrono::DateTime<chrono::Utc>>, &from, &to];
         let planned = partitions_planned(&client, apply, &windowed, table).await;
         assert!(
             (1..=6).contains(&planned),
             "the feedback function plans the {table} partitions of its window, not 40: {planned}"
         );
-        let none = None::<chrono::DateTime<chrono::Utc>>;
-        let unbounded: [&(dyn ToSql + Sync); 3] = [&none, &none, &none];
         let planned = partitions_planned(&client, apply, &unbounded, table).await;
         assert!(
             planned >= 40,
@@ -643,12 +644,7 @@ async fn feedback_matching_plans_only_the_days_around_its_events() {
 /// rows (a final status) of about five days, not 41.
 #[tokio::test]
 async fn a_listing_page_plans_the_days_from_its_cursor_on() {
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    client
-        .batch_execute("SELECT job_history_add_days(current_date, 40)")
-        .await
-        .unwrap();
+    let (_db, client) = forty_days_ahead().await;
     let org = Uuid::new_v4();
     let cursor = (
         chrono::Utc::now() + chrono::TimeDelta::days(35),

@@ -244,30 +244,26 @@ mod tests {
     #[test]
     fn the_jobs_window_spans_the_lookback_before_the_events_to_a_day_after() {
         let now = at("2026-12-01T12:00:00Z");
-        // no events: the days around now
-        assert_eq!(
-            jobs_window([], now),
-            (at("2026-11-28T12:00:00Z"), at("2026-12-02T12:00:00Z"))
-        );
-        // events of the last hours: the same, from the earliest
-        let events = [
-            delivery_at(at("2026-12-01T09:00:00Z")),
-            delivery_at(at("2026-12-01T11:00:00Z")),
+        // (the events' times, the window)
+        let cases = [
+            // no events: the days around now
+            (vec![], ("2026-11-28T12:00:00Z", "2026-12-02T12:00:00Z")),
+            // events of the last hours: the same, from the earliest
+            (
+                vec!["2026-12-01T09:00:00Z", "2026-12-01T11:00:00Z"],
+                ("2026-11-28T09:00:00Z", "2026-12-02T12:00:00Z"),
+            ),
+            // an old event (a replay, a test fixture) widens it back; one ahead of the
+            // clock, forward
+            (
+                vec!["2016-06-28T00:40:34Z", "2026-12-01T18:00:00Z"],
+                ("2016-06-25T00:40:34Z", "2026-12-02T18:00:00Z"),
+            ),
         ];
-        assert_eq!(
-            jobs_window(&events, now),
-            (at("2026-11-28T09:00:00Z"), at("2026-12-02T12:00:00Z"))
-        );
-        // an old event (a replay, a test fixture) widens it back; one ahead of the clock,
-        // forward
-        let events = [
-            delivery_at(at("2016-06-28T00:40:34Z")),
-            delivery_at(at("2026-12-01T18:00:00Z")),
-        ];
-        assert_eq!(
-            jobs_window(&events, now),
-            (at("2016-06-25T00:40:34Z"), at("2026-12-02T18:00:00Z"))
-        );
+        for (times, (from, to)) in cases {
+            let events: Vec<FeedbackEvent> = times.iter().map(|t| delivery_at(at(t))).collect();
+            assert_eq!(jobs_window(&events, now), (at(from), at(to)), "{times:?}");
+        }
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl FeedbackStore for PgStore {
             report.duplicates = (events.len() - rows.len()) as u64;
         }
         // the days around these events, not every day kept (the sweeper's pass is unbounded)
-        let window = crate::feedback::jobs_window(events, now.unwrap_or_else(chrono::Utc::now));
+        let window = crate::feedback::jobs_window(events, now.unwrap_or_else(Utc::now));
         let applied = self.apply_feedback(Some(window), now).await?;
         Ok(FeedbackReport {
             applied: applied.applied,
