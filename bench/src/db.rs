@@ -187,6 +187,19 @@ impl Bench {
         })
     }
 
+    /// The server's WAL position, in bytes.
+    pub async fn wal(&self) -> Result<i64> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint",
+                &[],
+            )
+            .await
+            .context("pg_current_wal_lsn")?;
+        Ok(row.get(0))
+    }
+
     /// The server's version and the settings that decide durability.
     pub async fn settings(&self) -> Result<BTreeMap<String, String>> {
         let mut out = BTreeMap::new();

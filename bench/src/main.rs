@@ -9,13 +9,15 @@
 //! [`render::render`], then the results and targets as JSON. Each part measures in its own
 //! module (numbered as the issue's questions): [`worked`] (1), [`claim`] (2), [`ingest`] (3),
 //! [`latency`] (4), [`peer`] (5), [`ceiling`] (6), [`cpu`] (7), [`cold_start`] (8), and the
-//! write budget of issue 17, [`writes`] (9, its counters read by [`probe`]).
+//! write budget of issue 17, [`writes`] (9, its counters read by [`probe`], and what one
+//! history row costs, [`floor`]).
 
 mod ceiling;
 mod claim;
 mod cold_start;
 mod cpu;
 mod db;
+mod floor;
 mod ingest;
 mod latency;
 mod measure;

@@ -9,7 +9,7 @@ use crate::db::Bench;
 use crate::results::{Machine, Results};
 use crate::writes::{self, WriteBudget};
 use crate::Plan;
-use crate::{ceiling, claim, cold_start, ingest, latency, peer, retention, worked};
+use crate::{ceiling, claim, cold_start, floor, ingest, latency, peer, retention, worked};
 
 pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     let started = Instant::now();
@@ -28,6 +28,9 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     let worked = worked::grid(&bench, plan).await?;
     // 9: a run of its own at the best cell (see writes.rs for why)
     let ours_writes = writes::ours(&bench, plan.jobs, &worked.best).await;
+    // 9, continued: on a quiet server (the drain's dead rows vacuumed, a checkpoint)
+    bench.settle().await?;
+    let history_rows = floor::measure(&bench, plan.jobs).await?;
     let ours = worked.best.jobs_per_sec;
     let mut ceiling = ceiling::grid(&bench, plan).await?;
     ceiling.ours_best_over_ceiling_best = ceiling.best.as_ref().map(|c| ours / c.jobs_per_sec);
@@ -55,6 +58,7 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
         ceiling,
         peer,
         write_budget: WriteBudget::compare(ours_writes, peer_writes),
+        history_rows,
         ingest,
         accept_to_provider,
         claim_latency,

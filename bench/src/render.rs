@@ -227,6 +227,46 @@ fn write_budget(r: &Results) {
             write_details(name, side);
         }
     }
+    history_rows(r);
+}
+
+/// What one history row costs, shape by shape, and what the cheapest one that the API can
+/// look up would make of a worked job beside ours' queue.
+fn history_rows(r: &Results) {
+    let f = &r.history_rows;
+    if f.shapes.is_empty() {
+        return;
+    }
+    say!(
+        "   what one history row writes: {} rows in each shape's own new table, 500 per statement, one session, ids in time order (the least each shape writes; WAL bytes per row):",
+        fmt_n(f.rows as f64)
+    );
+    for s in &f.shapes {
+        say!(
+            "   {:>12}   {} {:<7}  {}",
+            per_job(Some(s.wal_bytes_per_row)),
+            s.indexes,
+            if s.indexes == 1 { "index" } else { "indexes" },
+            s.shape
+        );
+    }
+    let queue = r.write_budget.ours.run.as_ref().and_then(|w| {
+        w.wal_by_table
+            .iter()
+            .find(|t| t.table == "job_queue")
+            .map(|t| t.bytes_per_job)
+    });
+    let theirs = r.write_budget.graphile_worker.run.as_ref();
+    if let (Some(queue), Some(row), Some(theirs)) = (queue, f.of("option (b)"), theirs) {
+        say!(
+            "   ours' queue ({}) + option (b)'s row ({}) = {} per worked job, against graphile-worker's {} ({:.2}×)",
+            per_job(Some(queue)),
+            per_job(Some(row)),
+            per_job(Some(queue + row)),
+            per_job(Some(theirs.wal_bytes_per_job)),
+            (queue + row) / theirs.wal_bytes_per_job
+        );
+    }
 }
 
 /// The figures side by side, with ours ÷ theirs for the headline ones.

@@ -10,6 +10,7 @@ use crate::ceiling::Ceilings;
 use crate::claim::ClaimLatency;
 use crate::cold_start::ColdStart;
 use crate::cpu::Cpu;
+use crate::floor::HistoryFloor;
 use crate::ingest::IngestRuns;
 use crate::latency::AcceptToProvider;
 use crate::peer::Peer;
@@ -39,6 +40,8 @@ pub struct Results {
     pub peer: Peer,
     /// 9: what working one job writes, ours and the peer's
     pub write_budget: WriteBudget,
+    /// 9, continued: what one history row costs, ours and the other shapes
+    pub history_rows: HistoryFloor,
     /// 3
     pub ingest: IngestRuns,
     /// 4
@@ -115,6 +118,14 @@ pub fn example() -> Results {
     results.cold_start.ingest_minus_handshake_ms = 9.21;
     results.cpu = Cpu::of(&results.worked);
     results.write_budget = example_write_budget();
+    results.history_rows = crate::floor::HistoryFloor {
+        rows: 5_000,
+        shapes: vec![crate::floor::RowCost {
+            shape: "option (b): one row for both".into(),
+            indexes: 3,
+            wal_bytes_per_row: 500.66,
+        }],
+    };
     results
 }
 
@@ -171,6 +182,8 @@ mod tests {
         assert_eq!(at("/cpu/cell/workers"), 1);
         assert_eq!(at("/write_budget/ours/run/wal_bytes_per_job"), 2_345.7);
         assert_eq!(at("/write_budget/ours/run/buffers_dirtied_per_job"), 0.123);
+        assert_eq!(at("/history_rows/shapes/0/wal_bytes_per_row"), 500.7);
+        assert_eq!(at("/history_rows/shapes/0/indexes"), 3);
         assert_eq!(
             at("/write_budget/graphile_worker/status"),
             "not measured (quick mode; --peer runs it)"

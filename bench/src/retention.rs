@@ -62,7 +62,7 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<Retention> {
     fill_finished(bench, plan.retention_jobs, day_past).await?;
     let store = open_stores(bench, 1).await?.pop().context("a store")?;
     let batch = shared::sweeper::SweeperConfig::DEFAULT_BATCH_SIZE;
-    let (wal0, started) = (wal(bench).await?, Instant::now());
+    let (wal0, started) = (bench.wal().await?, Instant::now());
     let (mut deleted, mut statements) = (0, 0);
     loop {
         let n = store.prune(RETENTION_DAYS, batch, None).await?.jobs;
@@ -73,7 +73,7 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<Retention> {
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    let wal1 = wal(bench).await?;
+    let wal1 = bench.wal().await?;
     ensure!(
         deleted as i64 == plan.retention_jobs,
         "pruned {deleted} of {} jobs",
@@ -88,7 +88,7 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<Retention> {
             .context("vacuum")?;
     }
     let vacuum_secs = started.elapsed().as_secs_f64();
-    let wal2 = wal(bench).await?;
+    let wal2 = bench.wal().await?;
     let dropped = drop_a_day(bench, plan, &store).await?;
     Ok(Retention {
         jobs: plan.retention_jobs,
@@ -137,10 +137,10 @@ async fn drop_a_day(bench: &Bench, plan: &Plan, store: &dyn JobStore) -> Result<
     let when = Some(day_end + chrono::Duration::days(i64::from(RETENTION_DAYS)));
     // the days ahead of that time first, so the measured call only drops
     store.history_days(0, when).await?;
-    let (wal0, started) = (wal(bench).await?, Instant::now());
+    let (wal0, started) = (bench.wal().await?, Instant::now());
     let report = store.history_days(RETENTION_DAYS, when).await?;
     let secs = started.elapsed().as_secs_f64();
-    let wal1 = wal(bench).await?;
+    let wal1 = bench.wal().await?;
     let left = bench
         .client
         .query_one("SELECT count(*) FROM job_requests", &[])
@@ -158,17 +158,4 @@ async fn drop_a_day(bench: &Bench, plan: &Plan, store: &dyn JobStore) -> Result<
         secs,
         wal_bytes: wal1 - wal0,
     })
-}
-
-/// The server's WAL position, in bytes.
-async fn wal(bench: &Bench) -> Result<i64> {
-    let row = bench
-        .client
-        .query_one(
-            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint",
-            &[],
-        )
-        .await
-        .context("pg_current_wal_lsn")?;
-    Ok(row.get(0))
 }
