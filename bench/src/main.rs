@@ -62,6 +62,8 @@ struct Plan {
     ticks: u32,
     peer: bool,
     peer_processes: Vec<usize>,
+    /// Rounds of our best cell and the peer's best setting run in turns (with the peer).
+    head_rounds: usize,
     /// Cold starts of each function in each migrations setting (and database handshakes).
     cold_runs: usize,
 }
@@ -88,6 +90,7 @@ impl Plan {
                 ticks: 3,
                 peer: peer.unwrap_or(false),
                 peer_processes: vec![1],
+                head_rounds: 2,
                 cold_runs: 5,
             }
         } else {
@@ -112,6 +115,7 @@ impl Plan {
                 ticks: 6,
                 peer: peer.unwrap_or(true),
                 peer_processes: vec![1, 2, 4],
+                head_rounds: 4,
                 cold_runs: 20,
             }
         }

@@ -34,7 +34,7 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     let ours = worked.best.jobs_per_sec;
     let mut ceiling = ceiling::grid(&bench, plan).await?;
     ceiling.ours_best_over_ceiling_best = ceiling.best.as_ref().map(|c| ours / c.jobs_per_sec);
-    let (mut peer, peer_writes) = peer::measure(&bench, plan).await;
+    let (mut peer, peer_writes) = peer::measure(&bench, plan, &worked.best).await;
     peer.ours_best_over_peer_best = peer.best.as_ref().map(|p| ours / p.jobs_per_sec);
     let ingest = ingest::measure(&bench, plan).await?;
     let accept_to_provider = latency::measure(&bench, plan).await?;

@@ -11,7 +11,8 @@ use serde_json::Value;
 use tokio::process::Command;
 
 use crate::db::Bench;
-use crate::stats::{rounded, rounded_opt};
+use crate::stats::{rounded, rounded_all, rounded_opt};
+use crate::worked::{self, Cell};
 use crate::writes::Side;
 use crate::Plan;
 
@@ -53,14 +54,62 @@ pub struct Peer {
     /// Our best cell's jobs/s ÷ the peer's best.
     #[serde(serialize_with = "rounded_opt::<3, _>")]
     pub ours_best_over_peer_best: Option<f64>,
+    /// Both sides' best settings again, taking turns (none in quick mode).
+    pub head_to_head: Option<HeadToHead>,
+}
+
+/// Our best cell and the peer's best process count, run again in turns (ours, theirs,
+/// theirs, ours, ours, theirs, ...): the grids run minutes apart, so whatever the machine does
+/// in between falls on the best ÷ best ratio; here it falls on both sides alike.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HeadToHead {
+    /// Our best cell's setting and the peer's.
+    pub ours: String,
+    pub theirs: String,
+    /// Each round's jobs/s, in the order run.
+    #[serde(serialize_with = "rounded_all::<1, _>")]
+    pub ours_jobs_per_sec: Vec<f64>,
+    #[serde(serialize_with = "rounded_all::<1, _>")]
+    pub theirs_jobs_per_sec: Vec<f64>,
+    /// The median of ours ÷ the median of theirs.
+    #[serde(serialize_with = "rounded::<3, _>")]
+    pub ratio_of_medians: f64,
+    /// Each round's ours ÷ theirs.
+    #[serde(serialize_with = "rounded_all::<3, _>")]
+    pub round_ratios: Vec<f64>,
+}
+
+impl HeadToHead {
+    pub fn of(ours: String, theirs: String, rounds: Vec<(f64, f64)>) -> Self {
+        let (o, t): (Vec<f64>, Vec<f64>) = rounds.iter().copied().unzip();
+        Self {
+            ours,
+            theirs,
+            ratio_of_medians: median(&o) / median(&t),
+            round_ratios: rounds.iter().map(|(o, t)| o / t).collect(),
+            ours_jobs_per_sec: o,
+            theirs_jobs_per_sec: t,
+        }
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// The peer over `plan.peer_processes`, when the plan has it, then its write budget at its
-/// best process count ([`crate::writes`]); it never fails the benchmark (the status says
-/// what went wrong, and the runs before it are kept). The ratio to our best is left for the
-/// caller.
-pub async fn measure(bench: &Bench, plan: &Plan) -> (Peer, Side) {
+/// best process count ([`crate::writes`]), then that count and our best cell (`ours`) in
+/// turns; it never fails the benchmark (the status says what went wrong, and the runs before
+/// it are kept). The best ÷ best ratio is left for the caller.
+pub async fn measure(bench: &Bench, plan: &Plan, ours: &Cell) -> (Peer, Side) {
     let mut runs = Vec::new();
+    let mut head_to_head = None;
     let mut writes = Side::not_measured("not measured (quick mode; --peer runs it)");
     let status = if !plan.peer {
         "skipped (quick mode; --peer runs it)".to_owned()
@@ -69,7 +118,7 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> (Peer, Side) {
         match install().await {
             Ok(what) => {
                 crate::step!("peer: {what}");
-                match drain(bench, plan, &mut runs, &mut writes).await {
+                match drain(bench, plan, ours, &mut runs, &mut writes, &mut head_to_head).await {
                     Ok(()) => what,
                     Err(e) => format!("{what}: failed: {e:#}"),
                 }
@@ -89,17 +138,21 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> (Peer, Side) {
         runs,
         best,
         ours_best_over_peer_best: None,
+        head_to_head,
     };
     (peer, writes)
 }
 
 /// Pushes the best of `plan.reps` runs of each process count onto `runs`, then measures the
-/// write budget at the best of them into `writes`.
+/// write budget at the best of them into `writes`, then runs that count and our best cell
+/// in turns (`plan.head_rounds` rounds each) into `head_to_head`.
 async fn drain(
     bench: &Bench,
     plan: &Plan,
+    ours: &Cell,
     runs: &mut Vec<PeerRun>,
     writes: &mut Side,
+    head_to_head: &mut Option<HeadToHead>,
 ) -> Result<()> {
     let client = setup(bench).await?;
     let startup = startup(bench).await?;
@@ -126,6 +179,35 @@ async fn drain(
         .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
     {
         *writes = crate::writes::peer(bench, &client, plan.jobs, best.processes, startup).await;
+        let theirs = best.processes;
+        let mut rounds = Vec::with_capacity(plan.head_rounds);
+        for round in 0..plan.head_rounds {
+            crate::step!(
+                "head to head: round {} of {}, {} workers batch {} and {theirs} processes",
+                round + 1,
+                plan.head_rounds,
+                ours.workers,
+                ours.batch
+            );
+            let mine = || worked::cell(bench, plan.jobs, ours.workers, ours.batch);
+            let them = || run(bench, &client, plan.jobs, theirs, startup);
+            // ours first in even rounds, theirs first in odd ones
+            let (o, t) = if round % 2 == 0 {
+                let o = mine().await?;
+                (o, them().await?)
+            } else {
+                let t = them().await?;
+                (mine().await?, t)
+            };
+            rounds.push((o.jobs_per_sec, t.jobs_per_sec));
+        }
+        if !rounds.is_empty() {
+            *head_to_head = Some(HeadToHead::of(
+                format!("{} workers, batch {}", ours.workers, ours.batch),
+                format!("{theirs} processes × {}", SETTINGS.concurrent_jobs),
+                rounds,
+            ));
+        }
     }
     Ok(())
 }

@@ -187,6 +187,22 @@ fn peer(r: &Results) {
             best.processes
         );
     }
+    if let Some(h) = &p.head_to_head {
+        let all = |v: &[f64]| v.iter().map(|x| fmt_n(*x)).collect::<Vec<_>>().join(" ");
+        say!(
+            "   in turns (ours, theirs, theirs, ours, ...), each side's best setting again: ours ({}) {}; graphile-worker ({}) {}",
+            h.ours,
+            all(&h.ours_jobs_per_sec),
+            h.theirs,
+            all(&h.theirs_jobs_per_sec)
+        );
+        let rounds: Vec<String> = h.round_ratios.iter().map(|r| format!("{r:.2}")).collect();
+        say!(
+            "   median ÷ median = {:.2} (each round: {})",
+            h.ratio_of_medians,
+            rounds.join(" ")
+        );
+    }
 }
 
 /// A per-job figure: whole numbers from 100 up, else two significant decimals or so.

@@ -107,6 +107,15 @@ pub fn example() -> Results {
     };
     results.ceiling.ours_best_over_ceiling_best = Some(0.95);
     results.peer.ours_best_over_peer_best = Some(1.25);
+    results.peer.head_to_head = Some(crate::peer::HeadToHead::of(
+        "2 workers, batch 100".into(),
+        "1 processes × 24".into(),
+        vec![
+            (12_000.0, 10_000.0),
+            (9_000.0, 10_000.0),
+            (11_000.0, 12_000.0),
+        ],
+    ));
     results.claim_latency.batches = vec![ClaimBatch {
         batch: 100,
         ratio_p50: 1.1,
@@ -175,6 +184,10 @@ mod tests {
         assert_eq!(at("/ceiling/ours_best_over_ceiling_best"), 0.95);
         assert_eq!(at("/peer/ours_best_over_peer_best"), 1.25);
         assert_eq!(at("/peer/settings/concurrent_jobs"), 24);
+        // medians 11,000 and 10,000
+        assert_eq!(at("/peer/head_to_head/ratio_of_medians"), 1.1);
+        assert_eq!(at("/peer/head_to_head/round_ratios/1"), 0.9);
+        assert_eq!(at("/targets/1/value"), "1.10");
         assert_eq!(at("/claim_latency/batches/0/ratio_p50"), 1.1);
         assert_eq!(at("/ingest/concurrency_1/p99_ms"), 1.394);
         assert_eq!(at("/accept_to_provider/polling_on/p50_ms"), 127.0);

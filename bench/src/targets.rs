@@ -22,6 +22,7 @@ pub struct Target {
 pub fn targets(r: &Results) -> Vec<Target> {
     let ratio = |v: Option<f64>| v.map_or("not measured".into(), |r| format!("{r:.2}"));
     let peer = r.peer.ours_best_over_peer_best;
+    let turns = r.peer.head_to_head.as_ref().map(|h| h.ratio_of_medians);
     let ceiling = r.ceiling.ours_best_over_ceiling_best;
     let best = r.worked.best.jobs_per_sec;
     let claim_100 = r.claim_latency.batches.iter().find(|b| b.batch == 100);
@@ -36,6 +37,12 @@ pub fn targets(r: &Results) -> Vec<Target> {
             want: "≥ 1.00".into(),
             got: ratio(peer),
             met: peer.map(|r| r >= 1.0),
+        },
+        Target {
+            name: "the same, the two best settings in turns (median ÷ median)",
+            want: "≥ 1.00".into(),
+            got: ratio(turns),
+            met: turns.map(|r| r >= 1.0),
         },
         Target {
             name: "worked jobs/s ≥ 0.9× pgbench ceiling",
@@ -96,6 +103,7 @@ mod tests {
         let got = verdicts(&example());
         let want = [
             ("1.25", Some(true)),
+            ("1.10", Some(true)),
             ("0.95", Some(true)),
             ("12,346", Some(true)),
             ("1.10", Some(true)),
@@ -114,6 +122,7 @@ mod tests {
     fn each_goal_is_missed_just_past_its_bound_and_met_on_it() {
         let mut r = example();
         r.peer.ours_best_over_peer_best = Some(0.999);
+        r.peer.head_to_head.as_mut().unwrap().ratio_of_medians = 1.0;
         r.ceiling.ours_best_over_ceiling_best = Some(0.9);
         r.worked.best.jobs_per_sec = 9_999.0;
         r.claim_latency.batches[0].ratio_p50 = 1.2;
@@ -122,7 +131,7 @@ mod tests {
         r.accept_to_provider.polling_on.p50_ms = 1000.0;
         r.cold_start.ingest_minus_handshake_ms = 50.001;
         let met: Vec<_> = targets(&r).into_iter().map(|t| t.met).collect();
-        let want = [false, true, false, true, false, false, true, false];
+        let want = [false, true, true, false, true, false, false, true, false];
         assert_eq!(met, want.map(Some));
     }
 
@@ -130,10 +139,11 @@ mod tests {
     fn what_was_not_measured_is_neither_met_nor_missed() {
         let mut r = example();
         r.peer.ours_best_over_peer_best = None;
+        r.peer.head_to_head = None;
         r.ceiling.ours_best_over_ceiling_best = None;
         r.claim_latency.batches.retain(|b| b.batch != 100);
         let t = targets(&r);
-        for t in &t[..2] {
+        for t in &t[..3] {
             assert_eq!(
                 (t.got.as_str(), t.met),
                 ("not measured", None),
@@ -141,7 +151,7 @@ mod tests {
                 t.name
             );
         }
-        for t in &t[3..5] {
+        for t in &t[4..6] {
             assert_eq!(
                 (t.got.as_str(), t.met),
                 ("not measured", None),
@@ -157,7 +167,7 @@ mod tests {
         r.ingest.concurrency_1.latency.p99_ms = f64::NAN;
         r.cold_start.ingest_minus_handshake_ms = f64::NAN;
         let t = targets(&r);
-        assert_eq!((t[5].got.as_str(), t[5].met), ("-", Some(false)));
-        assert_eq!((t[7].got.as_str(), t[7].met), ("-", Some(false)));
+        assert_eq!((t[6].got.as_str(), t[6].met), ("-", Some(false)));
+        assert_eq!((t[8].got.as_str(), t[8].met), ("-", Some(false)));
     }
 }
