@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::process::Command;
 
 use crate::db::Bench;
-use crate::stats::{rounded, rounded_all, rounded_opt};
+use crate::stats::{median, rounded, rounded_all, rounded_opt};
 use crate::worked::{self, Cell};
 use crate::writes::Side;
 use crate::Plan;
@@ -90,16 +90,6 @@ impl HeadToHead {
             ours_jobs_per_sec: o,
             theirs_jobs_per_sec: t,
         }
-    }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 

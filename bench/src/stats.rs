@@ -66,6 +66,19 @@ pub struct Latency {
 }
 
 /// Rounded to `digits` decimals (NaN and infinities become null in JSON).
+/// The middle value, or the mean of the two middle ones for an even count (unlike
+/// [`Samples::p50`], a nearest rank): for a handful of runs, not for latency samples; NaN
+/// without values.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 pub fn round(value: f64, digits: i32) -> f64 {
     let f = 10f64.powi(digits);
     (value * f).round() / f
