@@ -355,7 +355,7 @@ pub async fn cell(
     let counts = bench.counts().await?;
     ensure!(
         counts.sent == jobs && counts.deliveries == jobs,
-        "pgbench clients={clients} batch={batch}: {jobs} jobs, but {} sent, {} delivery rows, {} open",
+        "pgbench clients={clients} batch={batch}: {jobs} jobs, but {} sent, {} attempts recorded, {} open",
         counts.sent,
         counts.deliveries,
         counts.open
@@ -388,7 +388,7 @@ mod tests {
             "the claim is in it"
         );
         assert!(
-            script.contains("INSERT INTO job_attempts"),
+            script.contains("INSERT INTO job_outcomes"),
             "so is the completion"
         );
         assert!(script.trim_end().ends_with("FROM bench_out \\gset"));

@@ -24,7 +24,8 @@ pub const PEER_DB: &str = "notif_bench_peer";
 pub const HISTORY_DB: &str = "notif_bench_history";
 
 /// The tables a job is written to: its record, its queue row while open, its outcome row
-/// once finished, one delivery row per attempt (the history's three are partitioned by day:
+/// once finished (with its last attempt), one delivery row per other attempt (the history's
+/// three are partitioned by day:
 /// TRUNCATE and VACUUM reach every partition).
 pub const JOB_TABLES: [&str; 4] = ["job_requests", "job_queue", "job_outcomes", "job_attempts"];
 
@@ -168,14 +169,14 @@ impl Bench {
         self.settle().await
     }
 
-    /// Jobs by status and delivery rows.
+    /// Jobs by status, and attempts recorded (job_attempt_history).
     pub async fn counts(&self) -> Result<Counts> {
         let row = self
             .client
             .query_one(
                 "SELECT (SELECT count(*) FROM job_outcomes WHERE status = 'sent'),
                         (SELECT count(*) FROM job_queue),
-                        (SELECT count(*) FROM job_attempts)",
+                        (SELECT count(*) FROM job_attempt_history)",
                 &[],
             )
             .await

@@ -14,11 +14,11 @@
 //! The shapes:
 //! - a bare row (job id, day, status, time), no index: the floor of anything kept per job;
 //! - the same with one index (the job id, so a `GET` finds it);
-//! - ours: an attempt row (`job_attempts`' columns and indexes) and an outcome row
-//!   (`job_outcomes`'), what a job worked once writes to the history today;
-//! - option (b) of the README: one row per job for both, the last attempt carrying how the
-//!   job ended, with the three indexes the API's lookups need (by job, by status for the
-//!   listing, by the provider's message id for feedback).
+//! - ours (0018_final_attempt_inline.sql): an outcome row (`job_outcomes`' columns and
+//!   indexes) holding the job's last attempt, what a job worked once writes to the history;
+//!   and an attempt row (`job_attempts`'), what each retry adds;
+//! - before 0018: the outcome row without the attempt, which a job worked once wrote beside
+//!   an attempt row.
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -66,7 +66,20 @@ const SHAPES: [Shape; 5] = [
         values: "now(), 1, now()",
     },
     Shape {
-        name: "ours: an attempt row (job_attempts)",
+        name: "ours: an outcome row with the job's last attempt (job_outcomes)",
+        indexes: 3,
+        create: "CREATE TABLE bench_floor.outcome (LIKE job_outcomes INCLUDING ALL)",
+        columns: "outcome (job_id, organization_id, created_at, status, attempts, \
+                  max_attempts, tries, next_attempt_at, last_error, updated_at, provider, \
+                  provider_message_id, error_code, error_message, started_at, finished_at)",
+        values: concat!(
+            "'0b9d8c1e-0000-4000-8000-000000000001'::uuid, now(), 'sent', 1, 5, 1, now(), \
+             NULL, now(), ",
+            "'ses', id::text, NULL, NULL, now(), now()"
+        ),
+    },
+    Shape {
+        name: "ours: an attempt row, for each retry (job_attempts)",
         indexes: 2,
         create: "CREATE TABLE bench_floor.attempt (LIKE job_attempts INCLUDING ALL)",
         columns: "attempt (job_id, attempt, provider, provider_message_id, error_code, \
@@ -74,31 +87,19 @@ const SHAPES: [Shape; 5] = [
         values: ATTEMPT,
     },
     Shape {
-        name: "ours: an outcome row (job_outcomes)",
+        name: "before 0018: an outcome row without the attempt, beside an attempt row",
         indexes: 2,
-        create: "CREATE TABLE bench_floor.outcome (LIKE job_outcomes INCLUDING ALL)",
-        columns: "outcome (job_id, organization_id, created_at, status, attempts, \
+        // job_outcomes as 0015 left it: its columns, its key and its listing index
+        create: "CREATE TABLE bench_floor.narrow (job_id uuid NOT NULL, \
+                     organization_id uuid NOT NULL, created_at timestamptz NOT NULL, \
+                     status job_status NOT NULL, attempts int NOT NULL, \
+                     max_attempts int NOT NULL, tries int NOT NULL, \
+                     next_attempt_at timestamptz NOT NULL, last_error text, \
+                     updated_at timestamptz NOT NULL, UNIQUE (job_id, created_at));
+                 CREATE INDEX ON bench_floor.narrow (organization_id, status, created_at, job_id)",
+        columns: "narrow (job_id, organization_id, created_at, status, attempts, \
                   max_attempts, tries, next_attempt_at, last_error, updated_at)",
         values: OUTCOME,
-    },
-    Shape {
-        name: "option (b): one row for both, the last attempt carrying the job's end",
-        indexes: 3,
-        create: "CREATE TABLE bench_floor.both (LIKE job_outcomes INCLUDING ALL);
-                 ALTER TABLE bench_floor.both ADD COLUMN attempt int NOT NULL,
-                     ADD COLUMN provider text NOT NULL, ADD COLUMN provider_message_id text,
-                     ADD COLUMN error_code text, ADD COLUMN error_message text,
-                     ADD COLUMN outcome text NOT NULL, ADD COLUMN fenced boolean NOT NULL,
-                     ADD COLUMN started_at timestamptz NOT NULL,
-                     ADD COLUMN finished_at timestamptz NOT NULL;
-                 CREATE INDEX ON bench_floor.both (provider_message_id)
-                     WHERE provider_message_id IS NOT NULL",
-        columns: "both (job_id, organization_id, created_at, status, attempts, max_attempts, \
-                  tries, next_attempt_at, last_error, updated_at, attempt, provider, \
-                  provider_message_id, error_code, error_message, outcome, fenced, \
-                  started_at, finished_at)",
-        values: "'0b9d8c1e-0000-4000-8000-000000000001'::uuid, now(), 'sent', 1, 5, 1, now(), \
-                 NULL, now(), 1, 'ses', id::text, NULL, NULL, 'sent', false, now(), now()",
     },
 ];
 

@@ -130,7 +130,7 @@ pub fn example() -> Results {
     results.history_rows = crate::floor::HistoryFloor {
         rows: 5_000,
         shapes: vec![crate::floor::RowCost {
-            shape: "option (b): one row for both".into(),
+            shape: "ours: an outcome row with the job's last attempt (job_outcomes)".into(),
             indexes: 3,
             wal_bytes_per_row: 500.66,
         }],

@@ -23,7 +23,7 @@ const RETENTION_DAYS: u32 = shared::sweeper::SweeperConfig::DEFAULT_RETENTION_DA
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Retention {
-    /// Finished jobs of one day past retention, each with its delivery row.
+    /// Finished jobs of one day past retention, each with its outcome row (holding its last attempt).
     pub jobs: i64,
     /// Jobs per prune statement (the sweeper's default batch).
     pub batch: u32,

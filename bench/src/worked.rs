@@ -2,7 +2,7 @@
 //!
 //! Each worker is what one Lambda invocation runs: its own `PgStore` (one connection) and
 //! `shared::worker::run` with the default `WORKER_CONCURRENCY`, delivering through an instant
-//! no-op port. The real claim and complete statements run, delivery rows included.
+//! no-op port. The real claim and complete statements run, every attempt recorded.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -238,7 +238,7 @@ pub async fn drain(bench: &Bench, workers: usize, batch: u32) -> Result<Drained>
 }
 
 impl Drained {
-    /// The cell, once every one of the `jobs` queued jobs is sent with its delivery row.
+    /// The cell, once every one of the `jobs` queued jobs is sent with its attempt recorded.
     pub async fn checked(self, bench: &Bench, jobs: i64) -> Result<Cell> {
         let Self {
             workers,
@@ -250,7 +250,7 @@ impl Drained {
         let counts = bench.counts().await?;
         ensure!(
             counts.sent == jobs && counts.deliveries == jobs && sent as i64 == jobs,
-            "workers={workers} batch={batch}: {jobs} jobs, but {} sent ({sent} reported), {} delivery rows, {} still open",
+            "workers={workers} batch={batch}: {jobs} jobs, but {} sent ({sent} reported), {} attempts recorded, {} still open",
             counts.sent,
             counts.deliveries,
             counts.open

@@ -1,6 +1,12 @@
 -- Apply every recorded event not applied yet whose attempt is now recorded (just received,
 -- or waiting since before the worker recorded the attempt). $1 the current time (NULL: now()).
---  * The event is tied to its attempt (job_id, attempt).
+--  * The event is tied to its attempt (job_id, attempt): a row of job_attempts, or the last
+--    attempt in its job's outcome row (0018_final_attempt_inline.sql: its try number is the
+--    row's `tries`; an outcome row without that attempt has no message id, so it matches
+--    nothing). Both have an index on the message id. The union is written out here rather
+--    than read from job_attempt_history: that view's filter on the outcome rows keeps the
+--    planner from looking each message id up in their index (a branch with a WHERE clause is
+--    not merged into the join), so every outcome of the window would be read per event.
 --  * The job: a bounce (permanent bounce, reject, SMS failure) makes a sent or delivered job
 --    `bounced`; a delivery makes a `sent` job `delivered`. A delivery arriving after a bounce
 --    changes nothing, and neither does anything else (a transient bounce, a delay).
@@ -18,7 +24,11 @@ WITH matched AS (
     SET job_id     = d.job_id,
         attempt    = d.attempt,
         applied_at = coalesce($1::timestamptz, now())
-    FROM job_attempts AS d
+    FROM (SELECT a.job_id, a.job_created_at, a.attempt, a.provider_message_id
+          FROM job_attempts AS a
+          UNION ALL
+          SELECT o.job_id, o.created_at, o.tries, o.provider_message_id
+          FROM job_outcomes AS o) AS d
     WHERE f.applied_at IS NULL
       AND d.provider_message_id = f.provider_message_id
       AND ($2::timestamptz IS NULL OR d.job_created_at >= $2)

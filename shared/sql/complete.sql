@@ -1,7 +1,8 @@
 -- Complete a whole batch and claim the next one, in one statement (one transaction, one
 -- round trip, one commit).
 -- Each job changes only while it is still claimed under the caller's claim token;
--- a stale token changes nothing (fenced). Every attempt gets its delivery row either way.
+-- a stale token changes nothing (fenced). Every attempt is recorded either way: a final one
+-- in its job's outcome row, any other as a delivery row.
 -- The next batch (up to $1 jobs; 0 claims none) is claimed by claim.sql itself, put in
 -- place of the marker below; claim.sql's parameters ($1 batch size, $2 the current time, NULL
 -- meaning now()) come first here too, so it goes in unchanged. Both parts work on disjoint
@@ -24,7 +25,9 @@ WITH input AS (
 ),
 -- Only a job still claimed under the caller's token changes (its queue row holds the token).
 -- A final outcome ends it: the queue row goes, and its outcome row is written
--- (0012_job_outcomes.sql). The job's record (job_requests) is not written.
+-- (0012_job_outcomes.sql) with this last attempt in it (0018_final_attempt_inline.sql: its
+-- try number is the row's `tries`, the claim's). The job's record (job_requests) is not
+-- written.
 finished AS (
     DELETE FROM job_queue AS q
     USING input AS i
@@ -32,17 +35,21 @@ finished AS (
       AND q.claim_token = i.claim_token
       AND i.outcome NOT IN ('retry', 'held')
     RETURNING q.id, q.organization_id, q.created_at, q.attempts, q.max_attempts, q.tries,
-              q.next_attempt_at, i.outcome, i.error_code, i.error_message
+              q.next_attempt_at, i.outcome, i.provider, i.provider_message_id, i.error_code,
+              i.error_message, i.started_at, i.finished_at
 ),
 ended AS (
     INSERT INTO job_outcomes (job_id, organization_id, created_at, status, attempts,
-                              max_attempts, tries, next_attempt_at, last_error, updated_at)
+                              max_attempts, tries, next_attempt_at, last_error, updated_at,
+                              provider, provider_message_id, error_code, error_message,
+                              started_at, finished_at)
     SELECT id, organization_id, created_at,
            CASE WHEN outcome = 'sent' THEN 'sent'::job_status ELSE 'dead'::job_status END,
            attempts, max_attempts, tries, next_attempt_at,
            CASE WHEN outcome = 'sent' THEN NULL
                 ELSE concat_ws(': ', error_code, error_message) END,
-           coalesce($2::timestamptz, now())
+           coalesce($2::timestamptz, now()),
+           provider, provider_message_id, error_code, error_message, started_at, finished_at
     FROM finished
 ),
 -- A retry puts it back in line. held: not the message's fault (account trouble, an
@@ -68,8 +75,9 @@ applied AS (
     UNION ALL
     SELECT id FROM requeued
 ),
--- An applied attempt's delivery row is new: its try number came with the claim the token
--- still holds (a plain insert, nothing to check). It goes to the partition of its job's day.
+-- An applied retry's (or held attempt's) delivery row is new: its try number came with the
+-- claim the token still holds (a plain insert, nothing to check). It goes to the partition
+-- of its job's day. (A final attempt is in its outcome row, above.)
 recorded AS (
     INSERT INTO job_attempts
         (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
@@ -77,7 +85,7 @@ recorded AS (
     SELECT i.job_id, i.job_created_at, i.attempt, i.provider, i.provider_message_id,
            i.error_code, i.error_message, i.outcome, false, i.started_at, i.finished_at
     FROM input AS i
-    JOIN applied AS a ON a.id = i.job_id
+    JOIN requeued AS a ON a.id = i.job_id
 ),
 -- A fenced one's may not be: the sweeper that took the claim back wrote a 'lost' row for
 -- this attempt. Keep it, and add what the late worker learnt (the provider may have

@@ -1,5 +1,6 @@
--- A job's attempts in order, each with the provider feedback recorded against it. They are
--- under the job's creation time, in the partitions of its day (the window its id gives,
+-- A job's attempts in order, each with the provider feedback recorded against it: its rows
+-- of job_attempts and the last attempt its outcome row holds (job_attempt_history,
+-- 0018_final_attempt_inline.sql). They are under the job's creation time, in the partitions of its day (the window its id gives,
 -- 0016_job_day_from_id.sql), or under -infinity for rows written before 0014.
 SELECT d.attempt, d.provider, d.provider_message_id, d.error_code, d.error_message, d.outcome,
        d.fenced, d.started_at, d.finished_at,
@@ -8,7 +9,7 @@ SELECT d.attempt, d.provider, d.provider_message_id, d.error_code, d.error_messa
                    'occurred_at', f.occurred_at) ORDER BY f.occurred_at, f.id), '[]')
         FROM delivery_feedback AS f
         WHERE f.job_id = d.job_id AND f.attempt = d.attempt) AS feedback
-FROM job_attempts AS d
+FROM job_attempt_history AS d
 WHERE d.job_id = $1
   AND (d.job_created_at = '-infinity'
        OR (d.job_created_at >= job_created_after($1) AND d.job_created_at < job_created_before($1)))

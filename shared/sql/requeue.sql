@@ -4,12 +4,26 @@
 -- deleted, or, for a job that ended before 0012 (its final status on its record, in
 -- notification_jobs: the partition before the cut, 0015_history_by_day.sql), the record
 -- says pending again.
+-- The last attempt the outcome row holds (0018_final_attempt_inline.sql) becomes a row of
+-- job_attempts, so the job's history keeps it.
 -- Both read the partitions of the job's day only (0016_job_day_from_id.sql).
-WITH ended AS (
+WITH removed AS (
     DELETE FROM job_outcomes
     WHERE job_id = $1 AND organization_id = $2 AND status = 'dead'
       AND created_at >= job_created_after($1) AND created_at < job_created_before($1)
-    RETURNING job_id AS id, attempts, max_attempts, tries
+    RETURNING *
+),
+kept_attempt AS (
+    INSERT INTO job_attempts
+        (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
+         error_message, outcome, fenced, started_at, finished_at)
+    SELECT job_id, created_at, tries, provider, provider_message_id, error_code,
+           error_message, 'dead', false, started_at, finished_at
+    FROM removed
+    WHERE started_at IS NOT NULL
+),
+ended AS (
+    SELECT job_id AS id, attempts, max_attempts, tries FROM removed
 ),
 ended_before AS (
     UPDATE notification_jobs

@@ -9,9 +9,12 @@
 //! run in a transaction (`CREATE INDEX CONCURRENTLY`, which builds without blocking writes
 //! on a deployed queue). Its statements run one at a time, each ending with `;` at the end
 //! of a line, and must be idempotent (`IF NOT EXISTS`): two runners may both run them (a
-//! concurrent index build waits for the other). Afterwards every index must be valid (an
-//! interrupted concurrent build leaves an invalid one, which is named in the error), and
-//! the file is recorded under the lock.
+//! concurrent index build waits for the other). A statement ending with `\gexec` instead of
+//! `;` is a query whose rows are statements, each then run on its own, as psql's `\gexec`
+//! runs them (an index built CONCURRENTLY on each partition of a table, whose list only
+//! the database knows). Afterwards every index must be valid (an interrupted concurrent
+//! build leaves an invalid one, which is named in the error), and the file is recorded
+//! under the lock.
 //!
 //! Deployed, the runner runs once per deploy (the template's custom resource, or
 //! `make migrate`), not at every cold start.
@@ -74,13 +77,17 @@ struct Migration<'a> {
 /// The first line of a file that must run outside a transaction.
 const NO_TRANSACTION: &str = "-- migrate: no-transaction";
 
+/// Ends a statement of a no-transaction file whose result rows are the statements to run
+/// (their first column), as in psql.
+const GEXEC: &str = "\\gexec";
+
 impl Migration<'_> {
     fn in_transaction(&self) -> bool {
         self.sql.lines().next().map(str::trim) != Some(NO_TRANSACTION)
     }
 
-    /// The statements of a no-transaction file: each ends with `;` at the end of a line
-    /// outside a `$$` block (a function body or a `DO` block is one statement).
+    /// The statements of a no-transaction file: each ends with `;` (or [`GEXEC`]) at the end
+    /// of a line outside a `$$` block (a function body or a `DO` block is one statement).
     fn statements(&self) -> impl Iterator<Item = String> + '_ {
         let mut current = String::new();
         let mut lines = self.sql.lines();
@@ -92,7 +99,8 @@ impl Migration<'_> {
                 if line.matches("$$").count() % 2 == 1 {
                     in_dollar_block = !in_dollar_block;
                 }
-                if !in_dollar_block && line.trim_end().ends_with(';') {
+                let end = line.trim_end();
+                if !in_dollar_block && (end.ends_with(';') || end.ends_with(GEXEC)) {
                     return Some(std::mem::take(&mut current));
                 }
             }
@@ -338,20 +346,24 @@ async fn apply_outside_transaction(
         source,
     };
     for statement in m.statements() {
-        // each statement is idempotent: one that lost a deadlock or timed out on a lock
-        // (its own lock_timeout) runs again, as a transactional file does
-        let mut lock_retries = 0;
-        loop {
-            match client.batch_execute(&statement).await {
-                Ok(()) => break,
-                Err(e) if lock_conflict(&e) && lock_retries < LOCK_RETRIES => {
-                    lock_retries += 1;
-                    tracing::warn!(migration = m.name, error = %e, attempt = lock_retries,
-                                   "migration statement could not take its locks; retrying");
-                    tokio::time::sleep(LOCK_RETRY_PAUSE * lock_retries).await;
-                }
-                Err(e) => return Err(err(e)),
-            }
+        let generator = statement.trim_end().strip_suffix(GEXEC);
+        let Some(query) = generator else {
+            execute_idempotent(client, m, &statement).await?;
+            continue;
+        };
+        // the statements are made when they are due: what they name is there now
+        let generated: Vec<String> = client
+            .simple_query(query)
+            .await
+            .map_err(err)?
+            .iter()
+            .filter_map(|message| match message {
+                tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .collect();
+        for statement in generated {
+            execute_idempotent(client, m, &statement).await?;
         }
     }
     if let Some(index) = invalid_index(client).await.map_err(err)? {
@@ -364,6 +376,33 @@ async fn apply_outside_transaction(
         .map_err(err)?;
     tx.commit().await.map_err(err)?;
     Ok(recorded)
+}
+
+/// Runs one idempotent statement of a no-transaction file: one that lost a deadlock or timed
+/// out on a lock (its own lock_timeout) runs again, as a transactional file does.
+async fn execute_idempotent(
+    client: &Client,
+    m: &Migration<'_>,
+    statement: &str,
+) -> Result<(), MigrateError> {
+    let mut lock_retries = 0;
+    loop {
+        match client.batch_execute(statement).await {
+            Ok(()) => return Ok(()),
+            Err(e) if lock_conflict(&e) && lock_retries < LOCK_RETRIES => {
+                lock_retries += 1;
+                tracing::warn!(migration = m.name, error = %e, attempt = lock_retries,
+                               "migration statement could not take its locks; retrying");
+                tokio::time::sleep(LOCK_RETRY_PAUSE * lock_retries).await;
+            }
+            Err(source) => {
+                return Err(MigrateError::Apply {
+                    name: m.name.to_owned(),
+                    source,
+                })
+            }
+        }
+    }
 }
 
 /// Waits out concurrent index builds of other runners (a build in progress is an invalid
@@ -455,6 +494,16 @@ mod tests {
         assert!(statements[0].contains("DO $$\n") && statements[0].trim_end().ends_with("$$;"));
         assert!(statements[1].contains("SELECT 1; $$;"));
         assert_eq!(statements[2].trim(), "SELECT 2;");
+    }
+
+    #[test]
+    fn a_gexec_query_ends_a_statement_of_a_no_transaction_file() {
+        let sql = "-- migrate: no-transaction\nSELECT format('CREATE INDEX CONCURRENTLY ON %I (x)', c)\nFROM t\\gexec\nSELECT 2;\n";
+        let parsed = parse(&[("0009_x.sql", sql)]).unwrap();
+        let statements: Vec<String> = parsed[0].statements().collect();
+        assert_eq!(statements.len(), 2, "{statements:?}");
+        assert!(statements[0].trim_end().ends_with("FROM t\\gexec"));
+        assert_eq!(statements[1].trim(), "SELECT 2;");
     }
 
     #[test]

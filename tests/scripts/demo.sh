@@ -262,7 +262,7 @@ psql "$DATABASE_URL" -X -q -P pager=off -c "
          (SELECT string_agg(f.kind || coalesce(' ' || f.subtype, ''), ', ' ORDER BY f.occurred_at)
             FROM delivery_feedback f WHERE f.job_id = j.id AND f.attempt = d.attempt) AS feedback
   FROM job_states j
-  LEFT JOIN job_attempts d ON d.job_id = j.id
+  LEFT JOIN job_attempt_history d ON d.job_id = j.id
   ORDER BY j.created_at, d.attempt"
 echo "  the organization's suppression list:"
 psql "$DATABASE_URL" -X -q -P pager=off -c "

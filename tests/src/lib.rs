@@ -287,11 +287,21 @@ pub mod release_0013 {
         org: Uuid,
         key: Option<&str>,
     ) -> Result<Option<Uuid>, tokio_postgres::Error> {
+        ingest_with(client, INSERT_JOBS, org, key).await
+    }
+
+    /// The same with a release's insert_jobs.sql (its parameters have not changed since).
+    pub async fn ingest_with(
+        client: &Client,
+        insert_jobs: &str,
+        org: Uuid,
+        key: Option<&str>,
+    ) -> Result<Option<Uuid>, tokio_postgres::Error> {
         let id = Uuid::now_v7();
         let to = format!("+1555{:07}", id.as_u128() % 10_000_000);
         let rows = client
             .query(
-                INSERT_JOBS,
+                insert_jobs,
                 &[
                     &vec![id],
                     &vec![org],
@@ -320,35 +330,102 @@ pub mod release_0013 {
         sent: &[Claimed],
         batch: i64,
     ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
-        let now = Utc::now();
-        let n = sent.len();
-        let rows = client
-            .query(
-                &complete(),
-                &[
-                    &batch,
-                    &None::<DateTime<Utc>>,
-                    &sent.iter().map(|c| c.0).collect::<Vec<_>>(),
-                    &sent.iter().map(|c| c.1).collect::<Vec<_>>(),
-                    &sent.iter().map(|c| c.2).collect::<Vec<_>>(),
-                    &vec!["sent".to_owned(); n],
-                    &vec![None::<DateTime<Utc>>; n],
-                    &vec!["sns".to_owned(); n],
-                    &sent
-                        .iter()
-                        .map(|c| Some(format!("msg-{}", c.0)))
-                        .collect::<Vec<_>>(),
-                    &vec![None::<String>; n],
-                    &vec![None::<String>; n],
-                    &vec![now; n],
-                    &vec![now; n],
-                ],
-            )
-            .await?;
+        let rows = sent_and_claim(client, &complete(), sent, batch, None).await?;
         Ok(rows
             .iter()
-            .filter(|r| r.get::<_, Option<bool>>("applied").is_none())
             .map(|r| (r.get("id"), r.get("claim_token"), r.get("tries")))
+            .collect())
+    }
+
+    /// A release's completion-and-claim statement (`sql`, the store's parameters up to
+    /// $13, and $14 the jobs' creation times when `created` is given) completing `sent` as
+    /// sent (provider message id `msg-<id>`) and claiming up to `batch` due jobs: the rows
+    /// of the jobs claimed.
+    pub(crate) async fn sent_and_claim(
+        client: &Client,
+        sql: &str,
+        sent: &[Claimed],
+        batch: i64,
+        created: Option<Vec<DateTime<Utc>>>,
+    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+        let now = Utc::now();
+        let n = sent.len();
+        let ids: Vec<Uuid> = sent.iter().map(|c| c.0).collect();
+        let tokens: Vec<Uuid> = sent.iter().map(|c| c.1).collect();
+        let tries: Vec<i32> = sent.iter().map(|c| c.2).collect();
+        let outcomes = vec!["sent".to_owned(); n];
+        let no_times = vec![None::<DateTime<Utc>>; n];
+        let providers = vec!["sns".to_owned(); n];
+        let message_ids: Vec<Option<String>> =
+            sent.iter().map(|c| Some(format!("msg-{}", c.0))).collect();
+        let no_text = vec![None::<String>; n];
+        let times = vec![now; n];
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &batch,
+            &None::<DateTime<Utc>>,
+            &ids,
+            &tokens,
+            &tries,
+            &outcomes,
+            &no_times,
+            &providers,
+            &message_ids,
+            &no_text,
+            &no_text,
+            &times,
+            &times,
+        ];
+        if let Some(created) = &created {
+            params.push(created);
+        }
+        let rows = client.query(sql, &params).await?;
+        Ok(rows
+            .into_iter()
+            .filter(|r| r.get::<_, Option<bool>>("applied").is_none())
+            .collect())
+    }
+}
+
+/// The release before 0018 (its last attempts as rows of job_attempts), verbatim: its
+/// claim, and its completion with the claim spliced in, for the test of 0018 with that
+/// release still running. (Its ingest is today's: insert_jobs.sql has not changed since.)
+pub mod release_0017 {
+    use chrono::{DateTime, Utc};
+    use tokio_postgres::Client;
+    use uuid::Uuid;
+
+    pub const CLAIM: &str = include_str!("../fixtures/release_0017/claim.sql");
+
+    pub fn complete() -> String {
+        include_str!("../fixtures/release_0017/complete.sql").replace("/* claim.sql */", CLAIM)
+    }
+
+    /// A claimed job: id, claim token, try number, creation time.
+    pub type Claimed = (Uuid, Uuid, i32, DateTime<Utc>);
+
+    /// Its worker's statement: completes `sent` as sent (provider message id `msg-<id>`) and
+    /// claims up to `batch` due jobs.
+    pub async fn complete_and_claim(
+        client: &Client,
+        sent: &[Claimed],
+        batch: i64,
+    ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
+        let plain: Vec<super::release_0013::Claimed> =
+            sent.iter().map(|c| (c.0, c.1, c.2)).collect();
+        let created = sent.iter().map(|c| c.3).collect();
+        let rows =
+            super::release_0013::sent_and_claim(client, &complete(), &plain, batch, Some(created))
+                .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get("id"),
+                    r.get("claim_token"),
+                    r.get("tries"),
+                    r.get("created_at"),
+                )
+            })
             .collect())
     }
 }

@@ -132,7 +132,7 @@ async fn completion_with_a_stale_token_is_fenced_but_recorded() {
     let rows = client
         .query(
             "SELECT job_id, outcome, fenced, provider, provider_message_id
-             FROM job_attempts ORDER BY fenced",
+             FROM job_attempt_history ORDER BY fenced",
             &[],
         )
         .await
@@ -315,7 +315,7 @@ async fn completing_and_claiming_in_one_round_trip_handles_every_job_once() {
     let row = client
         .query_one(
             "SELECT count(*) FILTER (WHERE status = 'sent'),
-                    (SELECT count(*) FROM job_attempts WHERE outcome = 'sent')
+                    (SELECT count(*) FROM job_attempt_history WHERE outcome = 'sent')
              FROM job_states",
             &[],
         )

@@ -50,7 +50,7 @@ async fn deliver(db: &TestDb, store: &PgStore, jobs: &[(Channel, Value)]) -> Vec
         let row = client
             .query_one(
                 "SELECT j.organization_id, d.provider_message_id
-                 FROM job_states j JOIN job_attempts d ON d.job_id = j.id
+                 FROM job_states j JOIN job_attempt_history d ON d.job_id = j.id
                  WHERE j.id = $1 AND j.status = 'sent'",
                 &[&id],
             )

@@ -10,6 +10,9 @@
 //!   release: every job ends sent, none is lost, and only that batch can be sent twice;
 //! - jobs the previous ingest accepts during and after the migration are queued too.
 //!
+//! The same for the later storage steps, each with the release before it at work: 0014 and
+//! 0015 (the history partitioned by day) and 0018 (a job's last attempt in its outcome row).
+//!
 //! `ONLINE_MIGRATION_FINISHED` sets the number of finished jobs (default 1,000,000; a smaller
 //! number makes a quick local run). The figures are printed (`-- --nocapture`).
 
@@ -347,100 +350,155 @@ async fn the_queue_moves_out_online_while_the_previous_release_works() {
     );
 }
 
-/// A database at 0013 as that release leaves it: `finished` sent jobs over the last 29 days
-/// (record, outcome row, delivery row) and `DUE` due ones (record and queue row).
-async fn deployed_0013(db: &TestDb, finished: i64) {
+/// A database as `release` leaves it: `finished` sent jobs over the last 29 days (record,
+/// outcome row, delivery row) and `DUE` due ones (record and queue row). At 0013 the
+/// records and delivery rows are in notification_jobs and notification_deliveries; at 0017
+/// in the tables partitioned by day (job_requests, job_attempts: under the job's day).
+async fn deployed_at(release: Release, db: &TestDb, finished: i64) {
     let mut client = db.client().await;
-    let before = integration_tests::migrations_before("0014");
+    let (next, records, deliveries, day, day_value) = match release {
+        Release::R0013 => (
+            "0014",
+            "notification_jobs",
+            "notification_deliveries",
+            "",
+            "",
+        ),
+        Release::R0017 => (
+            "0018",
+            "job_requests",
+            "job_attempts",
+            "job_created_at, ",
+            "t, ",
+        ),
+    };
+    let before = integration_tests::migrations_before(next);
     migrate::run_files(&mut client, &before).await.unwrap();
     client
         .execute(
-            "WITH src AS MATERIALIZED (
-                 SELECT gen_random_uuid() AS id, g,
-                        now() - (g % 2505600) * interval '1 second' AS t
-                 FROM generate_series(1, $2::bigint) AS g
-             ),
-             jobs AS (
-                 INSERT INTO notification_jobs
-                     (id, organization_id, channel, payload, next_attempt_at, created_at,
-                      updated_at)
-                 SELECT id, $1::text::uuid, 'sms',
-                        jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
-                                           'message', 'Your invoice is paid'),
-                        t, t, t
-                 FROM src
-             ),
-             ended AS (
-                 INSERT INTO job_outcomes
-                     (job_id, organization_id, created_at, status, attempts, max_attempts,
-                      tries, next_attempt_at, updated_at)
-                 SELECT id, $1::text::uuid, t, 'sent', 1, 5, 1, t, t FROM src
-             )
-             INSERT INTO notification_deliveries
-                 (job_id, attempt, provider, provider_message_id, outcome, started_at,
-                  finished_at)
-             SELECT id, 1, 'sns', id::text, 'sent', t, t FROM src",
+            &format!(
+                "WITH src AS MATERIALIZED (
+                     SELECT gen_random_uuid() AS id, g,
+                            now() - (g % 2505600) * interval '1 second' AS t
+                     FROM generate_series(1, $2::bigint) AS g
+                 ),
+                 jobs AS (
+                     INSERT INTO {records}
+                         (id, organization_id, channel, payload, next_attempt_at, created_at,
+                          updated_at)
+                     SELECT id, $1::text::uuid, 'sms',
+                            jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
+                                               'message', 'Your invoice is paid'),
+                            t, t, t
+                     FROM src
+                 ),
+                 ended AS (
+                     INSERT INTO job_outcomes
+                         (job_id, organization_id, created_at, status, attempts, max_attempts,
+                          tries, next_attempt_at, updated_at)
+                     SELECT id, $1::text::uuid, t, 'sent', 1, 5, 1, t, t FROM src
+                 )
+                 INSERT INTO {deliveries}
+                     (job_id, {day}attempt, provider, provider_message_id, outcome, started_at,
+                      finished_at)
+                 SELECT id, {day_value}1, 'sns', id::text, 'sent', t, t FROM src"
+            ),
             &[&ORG, &finished],
         )
         .await
         .unwrap();
     client
         .execute(
-            "WITH jobs AS (
-                 INSERT INTO notification_jobs
-                     (organization_id, channel, payload, next_attempt_at, expires_at)
-                 SELECT $1::text::uuid, 'sms',
-                        jsonb_build_object('to', '+1666' || lpad(g::text, 7, '0'),
-                                           'message', 'hi'),
-                        now() - interval '1 minute', now() + interval '1 day'
-                 FROM generate_series(1, $2::bigint) AS g
-                 RETURNING id, organization_id, channel, payload, next_attempt_at, expires_at,
-                           max_attempts, created_at
-             )
-             INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
-                                    expires_at, max_attempts, created_at, updated_at)
-             SELECT id, organization_id, channel, payload, next_attempt_at, expires_at,
-                    max_attempts, created_at, created_at
-             FROM jobs",
+            &format!(
+                "WITH jobs AS (
+                     INSERT INTO {records}
+                         (organization_id, channel, payload, next_attempt_at, expires_at)
+                     SELECT $1::text::uuid, 'sms',
+                            jsonb_build_object('to', '+1666' || lpad(g::text, 7, '0'),
+                                               'message', 'hi'),
+                            now() - interval '1 minute', now() + interval '1 day'
+                     FROM generate_series(1, $2::bigint) AS g
+                     RETURNING id, organization_id, channel, payload, next_attempt_at,
+                               expires_at, max_attempts, created_at
+                 )
+                 INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
+                                        expires_at, max_attempts, created_at, updated_at)
+                 SELECT id, organization_id, channel, payload, next_attempt_at, expires_at,
+                        max_attempts, created_at, created_at
+                 FROM jobs"
+            ),
             &[&ORG, &DUE],
         )
         .await
         .unwrap();
     client
-        .batch_execute(
-            "VACUUM ANALYZE notification_jobs, job_outcomes, notification_deliveries, job_queue",
-        )
+        .batch_execute(&format!(
+            "VACUUM ANALYZE {records}, job_outcomes, {deliveries}, job_queue"
+        ))
         .await
         .unwrap();
 }
 
-/// The 0013 release's worker: its completion-and-claim statement in batches of 100, until
-/// told to stop (after completing its batch in hand). Stops with the error of a failed
+/// A previous release whose worker runs beside a migration.
+#[derive(Debug, Clone, Copy)]
+enum Release {
+    /// before 0014 (the history not partitioned yet)
+    R0013,
+    /// before 0018 (last attempts as rows of job_attempts)
+    R0017,
+}
+
+/// That release's worker: its completion-and-claim statement in batches of 100, until told
+/// to stop (after completing its batch in hand). Stops with the error of a failed
 /// statement: there must be none.
-async fn worker_0013(db: &TestDb, sends: Sends, stop: Arc<AtomicBool>) -> Result<(), String> {
-    use integration_tests::release_0013::complete_and_claim;
+async fn old_worker_of(
+    release: Release,
+    db: &TestDb,
+    sends: Sends,
+    stop: Arc<AtomicBool>,
+) -> Result<(), String> {
+    use integration_tests::{release_0013, release_0017};
     let client = db.client().await;
-    let mut in_hand = Vec::new();
+    let mut in_hand: Vec<release_0017::Claimed> = Vec::new();
     loop {
         let batch = if stop.load(Ordering::Relaxed) { 0 } else { 100 };
-        in_hand = complete_and_claim(&client, &in_hand, batch)
-            .await
-            .map_err(|e| cause(&e))?;
+        in_hand = match release {
+            Release::R0013 => {
+                let plain: Vec<_> = in_hand.iter().map(|c| (c.0, c.1, c.2)).collect();
+                release_0013::complete_and_claim(&client, &plain, batch)
+                    .await
+                    .map(|claimed| {
+                        // that release's claim does not return the creation time (nor needs it)
+                        let now = Utc::now();
+                        claimed
+                            .into_iter()
+                            .map(|(a, b, c)| (a, b, c, now))
+                            .collect()
+                    })
+            }
+            Release::R0017 => release_0017::complete_and_claim(&client, &in_hand, batch).await,
+        }
+        .map_err(|e| cause(&e))?;
         if batch == 0 {
             return Ok(());
         }
         let mut sent = sends.lock().await;
-        for (id, _, _) in &in_hand {
-            *sent.entry(*id).or_default() += 1;
+        for claimed in &in_hand {
+            *sent.entry(claimed.0).or_default() += 1;
         }
         drop(sent);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// The 0013 release's ingest: one job at a time (every other one keyed), until told to stop;
-/// each insert's latency.
-async fn ingest_0013(db: &TestDb, stop: Arc<AtomicBool>) -> Vec<Duration> {
+/// That release's ingest: one job at a time (every other one keyed), until told to stop;
+/// each insert's latency. (0017's insert_jobs.sql is today's, unchanged since.)
+async fn old_ingest_of(release: Release, db: &TestDb, stop: Arc<AtomicBool>) -> Vec<Duration> {
+    use integration_tests::release_0013;
+    let insert_jobs: &str = match release {
+        Release::R0013 => release_0013::INSERT_JOBS,
+        Release::R0017 => &shared::store::sql::INSERT_JOBS.sql,
+    };
     let client = db.client().await;
     let org: Uuid = ORG.parse().unwrap();
     let mut latencies = Vec::new();
@@ -450,7 +508,7 @@ async fn ingest_0013(db: &TestDb, stop: Arc<AtomicBool>) -> Vec<Duration> {
         }
         let key = (n % 2 == 0).then(|| format!("key-{n}"));
         let started = Instant::now();
-        integration_tests::release_0013::ingest(&client, org, key.as_deref())
+        release_0013::ingest_with(&client, insert_jobs, org, key.as_deref())
             .await
             .unwrap()
             .expect("a new job");
@@ -471,7 +529,7 @@ async fn the_history_is_partitioned_online_while_the_previous_release_works() {
     let finished = finished_jobs();
     let db = TestDb::empty().await;
     let fill = Instant::now();
-    deployed_0013(&db, finished).await;
+    deployed_at(Release::R0013, &db, finished).await;
     eprintln!(
         "{finished} finished + {DUE} due jobs at 0013 in {:?}",
         fill.elapsed()
@@ -480,8 +538,8 @@ async fn the_history_is_partitioned_online_while_the_previous_release_works() {
     let db = Arc::new(db);
     let previous = Previous::start(
         &db,
-        |db, sends, stop| async move { worker_0013(&db, sends, stop).await },
-        |db, stop| async move { ingest_0013(&db, stop).await },
+        |db, sends, stop| async move { old_worker_of(Release::R0013, &db, sends, stop).await },
+        |db, stop| async move { old_ingest_of(Release::R0013, &db, stop).await },
     )
     .await;
 
@@ -526,6 +584,107 @@ async fn the_history_is_partitioned_online_while_the_previous_release_works() {
     eprintln!(
         "0014: {keys_time:?}, 0015: {partition_time:?}; previous worker sent {old_sent}; \
          previous ingest: {} inserts, slowest {worst_insert:?}",
+        latencies.len()
+    );
+}
+
+/// 0018 (a job's last attempt in its outcome row) on a deployed database, online: 1M
+/// finished and 10k due jobs, the previous release (0017) working them and accepting more
+/// throughout. Its worker and ingest never fail and are never blocked for long (0018 adds
+/// nullable columns, a catalog change, and builds the message-id index on each partition
+/// CONCURRENTLY); then the current release finishes the rest: every job sent exactly once,
+/// and the history reads the same whichever release wrote it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_last_attempt_moves_into_the_outcome_row_online_while_the_previous_release_works() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let finished = finished_jobs();
+    let db = TestDb::empty().await;
+    let fill = Instant::now();
+    deployed_at(Release::R0017, &db, finished).await;
+    eprintln!(
+        "{finished} finished + {DUE} due jobs at 0017 in {:?}",
+        fill.elapsed()
+    );
+
+    let db = Arc::new(db);
+    let previous = Previous::start(
+        &db,
+        |db, sends, stop| async move { old_worker_of(Release::R0017, &db, sends, stop).await },
+        |db, stop| async move { old_ingest_of(Release::R0017, &db, stop).await },
+    )
+    .await;
+
+    let mut client = db.client().await;
+    let started = Instant::now();
+    let report = migrate::run(&mut client).await.unwrap();
+    let migration_time = started.elapsed();
+    assert_eq!(
+        report.applied,
+        ["0018_final_attempt_inline.sql"],
+        "{report:?}"
+    );
+
+    let (worked, latencies, sends) = previous.stop().await;
+    worked.expect("the previous release's worker never fails");
+    let worst_insert = latencies.iter().max().copied().unwrap_or_default();
+    let old_sent: Vec<Uuid> = sends.lock().await.keys().copied().collect();
+    assert!(!old_sent.is_empty(), "the previous worker worked beside it");
+
+    let store = db.store().await;
+    new_worker(&store, &sends).await;
+
+    let accepted = DUE + latencies.len() as i64;
+    assert_eq!(
+        sent_jobs(&client).await,
+        finished + accepted,
+        "every job ends sent"
+    );
+    let sends = sends.lock().await;
+    assert_eq!(sends.len() as i64, accepted, "every accepted job was sent");
+    assert!(
+        sends.values().all(|n| *n == 1),
+        "none twice: the previous worker completed all it claimed"
+    );
+    assert!(
+        worst_insert < Duration::from_secs(2),
+        "the previous ingest is never blocked for long: {worst_insert:?}"
+    );
+    // the previous release's last attempts are rows of job_attempts, the current one's are
+    // in their outcome rows: every job reads one attempt either way
+    let inline = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM job_outcomes WHERE provider_message_id IS NOT NULL",
+    )
+    .await;
+    assert_eq!(
+        inline,
+        accepted - old_sent.len() as i64,
+        "the current worker's completions hold their attempt"
+    );
+    let org: Uuid = ORG.parse().unwrap();
+    let new_sent = sends.keys().find(|id| !old_sent.contains(id)).unwrap();
+    for id in [old_sent[0], *new_sent] {
+        let job = store.get(org, id).await.unwrap().expect("the job");
+        let attempts = job.deliveries.expect("its attempts");
+        assert_eq!(attempts.len(), 1, "{id}: {attempts:?}");
+        assert_eq!(attempts[0].attempt, 1, "{id}");
+    }
+    // the message-id index is whole: valid, with one on every partition
+    let partitions_without = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM pg_inherits AS i
+         WHERE i.inhparent = 'job_outcomes'::regclass
+           AND NOT EXISTS (SELECT FROM pg_inherits AS ii
+                           JOIN pg_index AS x ON x.indexrelid = ii.inhrelid
+                           WHERE ii.inhparent = 'job_outcomes_by_message_id'::regclass
+                             AND x.indrelid = i.inhrelid)",
+    )
+    .await;
+    assert_eq!(partitions_without, 0);
+    eprintln!(
+        "0018: {migration_time:?}; previous worker sent {}; previous ingest: {} inserts, \
+         slowest {worst_insert:?}",
+        old_sent.len(),
         latencies.len()
     );
 }

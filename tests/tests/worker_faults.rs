@@ -122,7 +122,7 @@ async fn deliveries(client: &Client, id: Uuid) -> Vec<Delivery> {
     client
         .query(
             "SELECT attempt, outcome, error_code, provider_message_id, fenced
-             FROM job_attempts WHERE job_id = $1 ORDER BY attempt",
+             FROM job_attempt_history WHERE job_id = $1 ORDER BY attempt",
             &[&id],
         )
         .await

@@ -54,7 +54,8 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
     // the four fast attempts are written while the slow one is still in flight
     let mut recorded = 0;
     for _ in 0..250 {
-        recorded = integration_tests::count(&client, "SELECT count(*) FROM job_attempts").await;
+        recorded =
+            integration_tests::count(&client, "SELECT count(*) FROM job_attempt_history").await;
         if recorded == 4 {
             break;
         }

@@ -68,7 +68,7 @@ async fn delivery_rows(
     for row in client
         .query(
             "SELECT job_id, provider, outcome, provider_message_id, error_code
-             FROM job_attempts ORDER BY job_id, attempt",
+             FROM job_attempt_history ORDER BY job_id, attempt",
             &[],
         )
         .await
@@ -279,7 +279,7 @@ async fn an_invalid_phone_number_is_dead_with_the_providers_code() {
     assert_eq!(message_id, &None);
     let error: String = client
         .query_one(
-            "SELECT error_message FROM job_attempts WHERE job_id = $1",
+            "SELECT error_message FROM job_attempt_history WHERE job_id = $1",
             &[&jobs[0].0],
         )
         .await

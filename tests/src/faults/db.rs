@@ -114,7 +114,7 @@ pub async fn attempts_without_rows(client: &Client) -> u64 {
         client,
         &format!(
             "SELECT count(*) FROM ({STANDS}) j
-             WHERE {attempts} <> (SELECT count(*) FROM job_attempts d
+             WHERE {attempts} <> (SELECT count(*) FROM job_attempt_history d
                                   WHERE d.job_id = j.id)"
         ),
     )
@@ -125,7 +125,7 @@ pub async fn attempts_without_rows(client: &Client) -> u64 {
 pub async fn lost_attempts(client: &Client) -> u64 {
     crate::count(
         client,
-        "SELECT count(*) FROM job_attempts WHERE outcome = 'lost'",
+        "SELECT count(*) FROM job_attempt_history WHERE outcome = 'lost'",
     )
     .await as u64
 }

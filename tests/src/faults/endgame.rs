@@ -187,7 +187,7 @@ async fn unlogged_claims(client: &Client) -> (i64, i64) {
     .await;
     let attempts = crate::count(
         client,
-        "SELECT count(*) FROM job_attempts d WHERE d.outcome <> 'expired'
+        "SELECT count(*) FROM job_attempt_history d WHERE d.outcome <> 'expired'
          AND NOT EXISTS (SELECT 1 FROM faults_claims c
                          WHERE c.job_id = d.job_id AND c.attempt = d.attempt)",
     )

@@ -38,7 +38,7 @@ const UNANSWERED: [&str; 2] = [shared::delivery::TIMEOUT, "ResponseError"];
 pub async fn unanswered_attempts(client: &Client) -> u64 {
     client
         .query_one(
-            "SELECT count(*) FROM job_attempts WHERE error_code = ANY($1)",
+            "SELECT count(*) FROM job_attempt_history WHERE error_code = ANY($1)",
             &[&&UNANSWERED[..]],
         )
         .await
@@ -68,7 +68,7 @@ pub async fn attempts_by_recipient(client: &Client) -> HashMap<String, Attempts>
                     count(d.*) FILTER (WHERE d.outcome = 'lost' OR d.fenced
                                           OR d.error_code = ANY($1))
              FROM job_states j
-             LEFT JOIN job_attempts d ON d.job_id = j.id
+             LEFT JOIN job_attempt_history d ON d.job_id = j.id
              GROUP BY j.id, j.payload, j.status",
             &[&&UNANSWERED[..]],
         )

@@ -90,7 +90,7 @@ async fn check_round(client: &tokio_postgres::Client, round: i64, row: &mut Row)
             "SELECT count(*) FROM ({STANDS}) j
              WHERE j.channel = 'email'
                AND NOT (j.status = 'failed' AND j.queued AND j.attempts = 0
-                        AND (SELECT count(*) FROM job_attempts d
+                        AND (SELECT count(*) FROM job_attempt_history d
                              WHERE d.job_id = j.id AND d.outcome = 'held'
                                AND d.error_code = 'AccountSuspendedException') = {round})"
         ),
@@ -123,7 +123,7 @@ async fn check_histories(client: &tokio_postgres::Client, accepted: &[Uuid], row
              WHERE j.channel = 'email'
                AND NOT (j.status = 'sent' AND NOT j.queued AND j.attempts = 1
                         AND (SELECT array_agg(d.outcome ORDER BY d.attempt)
-                             FROM job_attempts d WHERE d.job_id = j.id)
+                             FROM job_attempt_history d WHERE d.job_id = j.id)
                             = array_fill('held'::text, ARRAY[{ROUNDS}::int]) || 'sent'::text)"
         ),
     )

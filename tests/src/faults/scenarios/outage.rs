@@ -76,7 +76,7 @@ async fn outage_run(client: &tokio_postgres::Client, worker: &Function, run: i32
         &format!(
             "SELECT count(*) FROM ({STANDS}) j
              WHERE NOT (j.status = 'failed' AND j.queued AND j.attempts = 0 AND {tries} = {run}
-                        AND (SELECT count(*) FROM job_attempts d
+                        AND (SELECT count(*) FROM job_attempt_history d
                              WHERE d.job_id = j.id AND d.outcome = 'held') = {run})"
         ),
     )
@@ -126,7 +126,7 @@ async fn check_histories(client: &tokio_postgres::Client, accepted: &[Uuid], row
                         count(*), max(j.attempts), min(j.max_attempts)
                  FROM ({STANDS}) j
                  CROSS JOIN LATERAL (SELECT array_agg(d.outcome ORDER BY d.attempt) AS outcomes
-                                     FROM job_attempts d WHERE d.job_id = j.id) h
+                                     FROM job_attempt_history d WHERE d.job_id = j.id) h
                  WHERE j.id = ANY($1)"
             ),
             &[&accepted, &(OUTAGE_RUNS + 1), &expected],
