@@ -11,7 +11,8 @@ WITH removed AS (
     DELETE FROM job_outcomes
     WHERE job_id = $1 AND organization_id = $2 AND status = 'dead'
       AND created_at >= job_created_after($1) AND created_at < job_created_before($1)
-    RETURNING *
+    RETURNING job_id, created_at, attempts, max_attempts, tries, provider, provider_message_id,
+              error_code, error_message, started_at, finished_at
 ),
 kept_attempt AS (
     INSERT INTO job_attempts

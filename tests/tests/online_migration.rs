@@ -518,6 +518,29 @@ async fn old_ingest_of(release: Release, db: &TestDb, stop: Arc<AtomicBool>) -> 
     latencies
 }
 
+/// A database as `release` leaves it, with `finished` finished jobs (see [`deployed_at`]),
+/// and that release's worker and ingest at work on it.
+async fn deployed_and_working(
+    release: Release,
+    finished: i64,
+) -> (Arc<TestDb>, Previous<Result<(), String>>) {
+    let db = TestDb::empty().await;
+    let fill = Instant::now();
+    deployed_at(release, &db, finished).await;
+    eprintln!(
+        "{finished} finished + {DUE} due jobs at {release:?} in {:?}",
+        fill.elapsed()
+    );
+    let db = Arc::new(db);
+    let previous = Previous::start(
+        &db,
+        move |db, sends, stop| async move { old_worker_of(release, &db, sends, stop).await },
+        move |db, stop| async move { old_ingest_of(release, &db, stop).await },
+    )
+    .await;
+    (db, previous)
+}
+
 /// 0014 and 0015 (the history partitioned by day) on a deployed database, online: 1M
 /// finished and 10k due jobs, the previous release (0013) working them and accepting more
 /// throughout. Its worker and ingest never fail and are never blocked for long (0014 builds
@@ -527,21 +550,7 @@ async fn old_ingest_of(release: Release, db: &TestDb, stop: Arc<AtomicBool>) -> 
 async fn the_history_is_partitioned_online_while_the_previous_release_works() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let finished = finished_jobs();
-    let db = TestDb::empty().await;
-    let fill = Instant::now();
-    deployed_at(Release::R0013, &db, finished).await;
-    eprintln!(
-        "{finished} finished + {DUE} due jobs at 0013 in {:?}",
-        fill.elapsed()
-    );
-
-    let db = Arc::new(db);
-    let previous = Previous::start(
-        &db,
-        |db, sends, stop| async move { old_worker_of(Release::R0013, &db, sends, stop).await },
-        |db, stop| async move { old_ingest_of(Release::R0013, &db, stop).await },
-    )
-    .await;
+    let (db, previous) = deployed_and_working(Release::R0013, finished).await;
 
     let mut client = db.client().await;
     let started = Instant::now();
@@ -598,21 +607,7 @@ async fn the_history_is_partitioned_online_while_the_previous_release_works() {
 async fn the_last_attempt_moves_into_the_outcome_row_online_while_the_previous_release_works() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let finished = finished_jobs();
-    let db = TestDb::empty().await;
-    let fill = Instant::now();
-    deployed_at(Release::R0017, &db, finished).await;
-    eprintln!(
-        "{finished} finished + {DUE} due jobs at 0017 in {:?}",
-        fill.elapsed()
-    );
-
-    let db = Arc::new(db);
-    let previous = Previous::start(
-        &db,
-        |db, sends, stop| async move { old_worker_of(Release::R0017, &db, sends, stop).await },
-        |db, stop| async move { old_ingest_of(Release::R0017, &db, stop).await },
-    )
-    .await;
+    let (db, previous) = deployed_and_working(Release::R0017, finished).await;
 
     let mut client = db.client().await;
     let started = Instant::now();
