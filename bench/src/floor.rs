@@ -72,11 +72,9 @@ const SHAPES: [Shape; 5] = [
         columns: "outcome (job_id, organization_id, created_at, status, attempts, \
                   max_attempts, tries, next_attempt_at, last_error, updated_at, provider, \
                   provider_message_id, error_code, error_message, started_at, finished_at)",
-        values: concat!(
-            "'0b9d8c1e-0000-4000-8000-000000000001'::uuid, now(), 'sent', 1, 5, 1, now(), \
-             NULL, now(), ",
-            "'ses', id::text, NULL, NULL, now(), now()"
-        ),
+        // OUTCOME's values, then the attempt's
+        values: "'0b9d8c1e-0000-4000-8000-000000000001'::uuid, now(), 'sent', 1, 5, 1, now(), \
+                 NULL, now(), 'ses', id::text, NULL, NULL, now(), now()",
     },
     Shape {
         name: "ours: an attempt row, for each retry (job_attempts)",

@@ -346,8 +346,7 @@ async fn apply_outside_transaction(
         source,
     };
     for statement in m.statements() {
-        let generator = statement.trim_end().strip_suffix(GEXEC);
-        let Some(query) = generator else {
+        let Some(query) = statement.trim_end().strip_suffix(GEXEC) else {
             execute_idempotent(client, m, &statement).await?;
             continue;
         };
