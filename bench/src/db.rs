@@ -162,6 +162,28 @@ impl Bench {
         Ok(())
     }
 
+    /// Autovacuum on or off for every table of this database (the history's partitions one by
+    /// one: a partitioned parent takes no storage parameter). Off, [`Bench::settle`] is what
+    /// vacuums them. The setting goes with the database.
+    pub async fn autovacuum(&self, on: bool) -> Result<()> {
+        self.client
+            .batch_execute(&format!(
+                "DO $$
+                 DECLARE t regclass;
+                 BEGIN
+                     FOR t IN SELECT c.oid::regclass FROM pg_class c
+                              JOIN pg_namespace n ON n.oid = c.relnamespace
+                              WHERE c.relkind = 'r' AND n.nspname = 'public'
+                     LOOP
+                         EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = {on}, \
+                                         toast.autovacuum_enabled = {on})', t);
+                     END LOOP;
+                 END $$"
+            ))
+            .await
+            .with_context(|| format!("autovacuum {on} in {}", self.db))
+    }
+
     /// TRUNCATE, `n` due jobs, settle.
     pub async fn reset(&self, n: i64) -> Result<()> {
         self.truncate().await?;

@@ -127,6 +127,7 @@ fn main() -> Result<()> {
     let mut quick = false;
     let mut peer = None;
     let mut history = None;
+    let mut only = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -137,10 +138,16 @@ fn main() -> Result<()> {
                     .context("--history needs a number of finished jobs")?;
                 history = Some(n.parse().with_context(|| format!("--history {n:?}"))?);
             }
+            "--only" => match args.next().map(String::as_str) {
+                Some("claim") => only = Some(Only::Claim),
+                other => {
+                    anyhow::bail!("--only takes `claim` (the claim latency alone), not {other:?}")
+                }
+            },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
-                println!("usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS]   (needs DATABASE_URL; `make bench` sets it)");
+                println!("usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim]   (needs DATABASE_URL; `make bench` sets it)");
                 return Ok(());
             }
             other => anyhow::bail!("unknown argument {other:?} (try --help)"),
@@ -158,7 +165,38 @@ fn main() -> Result<()> {
     if let Some(n) = history {
         plan.finished_rows = n;
     }
-    rt.block_on(run(plan, &url))
+    match only {
+        None => rt.block_on(run(plan, &url)),
+        Some(Only::Claim) => rt.block_on(run_claim(plan, &url)),
+    }
+}
+
+/// A part run by itself (`--only`), to look into one figure without the hour of a full run.
+enum Only {
+    /// 2: the claim latency, on databases of its own, as in a full run.
+    Claim,
+}
+
+/// `--only claim`: part 2 alone, its section of the table and its target, and a `BENCH` line
+/// with that part only.
+async fn run_claim(plan: Plan, url: &str) -> Result<()> {
+    let results = measure::claim_only(&plan, url).await?;
+    let targets: Vec<_> = targets::targets(&results)
+        .into_iter()
+        .filter(|t| t.name.starts_with("claim latency"))
+        .collect();
+    render::claim_only(&results, &targets);
+    say!(
+        "BENCH {}",
+        serde_json::json!({
+            "mode": results.mode,
+            "date": results.date,
+            "machine": results.machine,
+            "claim_latency": results.claim_latency,
+            "targets": targets,
+        })
+    );
+    Ok(())
 }
 
 async fn run(plan: Plan, url: &str) -> Result<()> {

@@ -12,37 +12,55 @@ use crate::Plan;
 use crate::{ceiling, claim, cold_start, floor, ingest, latency, peer, retention, worked};
 
 pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
-    let started = Instant::now();
-    let machine = Machine::now();
-    let date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    crate::step!("setting up the databases");
-    let bench = Bench::setup(url).await?;
-    let postgres = bench.settings().await?;
+    let (bench, mut r, started) = begin(plan, url).await?;
     // 8: cold starts first, while the machine is quiet (and a function that cannot start
     // fails the run before the long parts)
     crate::step!(
         "cold start: ingest, worker, sweeper × migrations on/off, {} rounds",
         plan.cold_runs
     );
-    let cold_start = cold_start::measure(&bench, plan.cold_runs).await?;
+    r.cold_start = cold_start::measure(&bench, plan.cold_runs).await?;
     let worked = worked::grid(&bench, plan).await?;
     // 9: a run of its own at the best cell (see writes.rs for why)
     let ours_writes = writes::ours(&bench, plan.jobs, &worked.best).await;
     // 9, continued: on a quiet server (the drain's dead rows vacuumed, a checkpoint)
     bench.settle().await?;
-    let history_rows = floor::measure(&bench, plan.jobs).await?;
+    r.history_rows = floor::measure(&bench, plan.jobs).await?;
     let ours = worked.best.jobs_per_sec;
     let mut ceiling = ceiling::grid(&bench, plan).await?;
     ceiling.ours_best_over_ceiling_best = ceiling.best.as_ref().map(|c| ours / c.jobs_per_sec);
     let (mut peer, peer_writes) = peer::measure(&bench, plan, &worked.best).await;
     peer.ours_best_over_peer_best = peer.best.as_ref().map(|p| ours / p.jobs_per_sec);
-    let ingest = ingest::measure(&bench, plan).await?;
-    let accept_to_provider = latency::measure(&bench, plan).await?;
-    let claim_latency = claim::measure(&bench, plan).await?;
-    let retention = retention::measure(&bench, plan).await?;
-    let load_after = loadavg();
-    bench.teardown().await;
-    Ok(Results {
+    r.ingest = ingest::measure(&bench, plan).await?;
+    r.accept_to_provider = latency::measure(&bench, plan).await?;
+    r.claim_latency = claim::measure(&bench, plan).await?;
+    r.retention = retention::measure(&bench, plan).await?;
+    r.cpu = Cpu::of(&worked);
+    r.worked = worked;
+    r.ceiling = ceiling;
+    r.peer = peer;
+    r.write_budget = WriteBudget::compare(ours_writes, peer_writes);
+    Ok(end(bench, r, started).await)
+}
+
+/// `--only claim`: the claim latency alone, on the benchmark's databases set up as in a full
+/// run; every other part is left at its default (not measured).
+pub async fn claim_only(plan: &Plan, url: &str) -> Result<Results> {
+    let (bench, mut r, started) = begin(plan, url).await?;
+    let claim_latency = claim::measure(&bench, plan).await;
+    r = end(bench, r, started).await;
+    r.claim_latency = claim_latency?;
+    Ok(r)
+}
+
+/// The databases set up, and what a run records about itself before its parts.
+async fn begin(plan: &Plan, url: &str) -> Result<(Bench, Results, Instant)> {
+    let started = Instant::now();
+    let machine = Machine::now();
+    let date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    crate::step!("setting up the databases");
+    let bench = Bench::setup(url).await?;
+    let results = Results {
         mode: if plan.quick { "quick" } else { "full" },
         date,
         build: if cfg!(debug_assertions) {
@@ -51,21 +69,18 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
             "optimized"
         },
         machine,
-        postgres,
-        cold_start,
-        cpu: Cpu::of(&worked),
-        worked,
-        ceiling,
-        peer,
-        write_budget: WriteBudget::compare(ours_writes, peer_writes),
-        history_rows,
-        ingest,
-        accept_to_provider,
-        claim_latency,
-        retention,
-        load_after,
-        total_secs: started.elapsed().as_secs_f64(),
-    })
+        postgres: bench.settings().await?,
+        ..Results::default()
+    };
+    Ok((bench, results, started))
+}
+
+/// The databases dropped, and what a run records about itself after its parts.
+async fn end(bench: Bench, mut results: Results, started: Instant) -> Results {
+    results.load_after = loadavg();
+    bench.teardown().await;
+    results.total_secs = started.elapsed().as_secs_f64();
+    results
 }
 
 impl Machine {

@@ -41,9 +41,9 @@ pub fn line(text: &str) {
     }
 }
 
-/// Progress, on stderr.
+/// Progress, on stderr, with the time of day (UTC), to set beside the server's log.
 pub fn progress(text: &str) {
-    eprintln!("bench: {text}");
+    eprintln!("bench: {} {text}", chrono::Utc::now().format("%H:%M:%S"));
 }
 
 #[macro_export]

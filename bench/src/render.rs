@@ -30,12 +30,7 @@ pub fn render(r: &Results, targets: &[Target]) {
     say!("");
     r.cold_start.render();
     say!("");
-    verdicts(targets);
-    say!(
-        "load average after: {}; total time {:.0} s",
-        r.load_after,
-        r.total_secs
-    );
+    footer(r, targets);
 }
 
 /// A count with thousands separators; `-` when there is none.
@@ -68,6 +63,25 @@ pub fn ms(v: f64) -> String {
     } else {
         format!("{v:.2} ms")
     }
+}
+
+/// `--only claim`: part 2's section and its targets.
+pub fn claim_only(r: &Results, targets: &[Target]) {
+    header(r);
+    say!("");
+    claim(r);
+    say!("");
+    footer(r, targets);
+}
+
+/// The targets, and the load and time of the run.
+fn footer(r: &Results, targets: &[Target]) {
+    verdicts(targets);
+    say!(
+        "load average after: {}; total time {:.0} s",
+        r.load_after,
+        r.total_secs
+    );
 }
 
 fn header(r: &Results) {
@@ -410,14 +424,15 @@ fn claim(r: &Results) {
         "0 finished p50 / p99",
         format!("{finished} finished p50 / p99"),
         "ratio p50 / p99",
-        "p50 ratio of each round"
+        "p50 / p99 ratio of each round"
     );
     for b in &c.batches {
         let (a, m) = (&b.finished_0.claim, &b.finished_many.claim);
         let rounds: Vec<String> = b
             .round_ratios_p50
             .iter()
-            .map(|r| format!("{r:.2}"))
+            .zip(&b.round_ratios_p99)
+            .map(|(p50, p99)| format!("{p50:.2}/{p99:.2}"))
             .collect();
         say!(
             "   {:>6} {:>22} {:>22} {:>16}  {}",

@@ -4,6 +4,7 @@
 #
 #   tests/scripts/bench.sh            full run, optimized build (profile bench-fast)
 #   tests/scripts/bench.sh --quick    small run, debug build (the CI smoke test)
+#   tests/scripts/bench.sh --only claim   the claim latency alone (part 2, 10M history)
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
@@ -15,7 +16,10 @@ cd "$ROOT"
 # a state folder of its own: never the cluster of `make db/up` or of the tests
 export NOTIF_STATE="$ROOT/.local/bench"
 # durable defaults: the test-only fsync=off / full_page_writes=off are not applied
-export PG_EXTRA_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+# checkpoints and autovacuum runs are logged: the server's log is kept in .local/bench/server.log
+# after the run, to set beside the bench's progress lines (their times are UTC) when a figure
+# is out of line
+export PG_EXTRA_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c log_checkpoints=on -c log_autovacuum_min_duration=0 -c log_timezone=UTC"
 # shellcheck source=services.sh
 . tests/scripts/services.sh
 # pg_stat_statements, when the server has it, for the write budget's buffers dirtied: loaded
@@ -51,7 +55,13 @@ bin="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/bench"
 
 started_pg=false
 if [ -z "${DATABASE_URL:-}" ]; then started_pg=true; fi
-cleanup() { if $started_pg; then pg_down; fi; }
+cleanup() {
+  if $started_pg; then
+    # shellcheck disable=SC1091
+    [ -f "$NOTIF_STATE/pg.env" ] && . "$NOTIF_STATE/pg.env" && cp "$PG_DIR/server.log" "$NOTIF_STATE/server.log" 2>/dev/null
+    pg_down
+  fi
+}
 trap cleanup EXIT
 pg_up
 echo "bench: uptime: $(uptime)" >&2
