@@ -140,9 +140,12 @@ fn main() -> Result<()> {
             }
             "--only" => match args.next().map(String::as_str) {
                 Some("claim") => only = Some(Only::Claim),
-                other => {
-                    anyhow::bail!("--only takes `claim` (the claim latency alone), not {other:?}")
+                Some(other) => {
+                    anyhow::bail!(
+                        "--only {other}: no such part (the part that runs alone is `claim`)"
+                    )
                 }
+                None => anyhow::bail!("--only needs a part: `claim` (the claim latency alone)"),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
