@@ -107,7 +107,8 @@ impl DrainSamples {
 /// and on one with `plan.finished_rows` of them (a second database on the same server, filled
 /// once). The two take turns, `plan.claim_rounds` times each, in the order none, many, many,
 /// none, ...: a machine that speeds up or slows down over the minutes of the run weighs on
-/// both sides alike, instead of on the ratio. The claim's plan in both.
+/// both sides alike, instead of on the ratio. Autovacuum is off on both for the drains. The
+/// claim's plan in both.
 pub async fn measure(bench: &Bench, plan: &Plan) -> Result<ClaimLatency> {
     bench.truncate().await?;
     bench.insert_due(plan.claim_jobs).await?;
@@ -121,8 +122,13 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<ClaimLatency> {
             plan.finished_rows
         );
         fill_finished(&full, plan.finished_rows, Finished::KEPT).await?;
-        // the drains run with autovacuum off on both sides, each drain between two VACUUMs
-        // (in `drain`): see `drain` for why
+        // the drains run with autovacuum off on both sides, each between two VACUUM ANALYZEs
+        // (`drain`). With it on, the server's log showed its runs landing inside drains: the
+        // launcher visits each database about once a minute, so whether a visit (a drain's
+        // 30,000 dead queue rows, the day's partitions analyzed: 0.4 to 1 s of work on a
+        // 2-core machine) fell on a drain of one side or the other was chance, and it moved a
+        // side's p99 by 20–35%. Turning it off also waits for (or cancels) the fill's own
+        // vacuum before the first drain. Vacuum's cost is part 10's (retention), not this one's
         bench.autovacuum(false).await?;
         full.autovacuum(false).await?;
         let mut batches = Vec::new();
@@ -201,11 +207,8 @@ pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples>
         store.complete(&done, None).await?;
         samples.completes.push(t1.elapsed());
     }
-    // the drain's dead queue rows vacuumed now, untimed, as the next drain's are before it
-    // starts. With autovacuum on, the server's log showed its runs landing inside drains: the
-    // launcher visits each database once a minute, so whether a visit (the queue's 30,000
-    // dead rows, the day's partitions analyzed: 0.4 to 1 s of work on a 2-core machine) fell
-    // on a drain of one side or the other was chance, and it moved a side's p99 by 20–35%
+    // the drain's dead queue rows vacuumed now, untimed, rather than before this database's
+    // next drain (autovacuum is off for the part: see `measure`)
     bench.settle().await?;
     Ok(samples)
 }
