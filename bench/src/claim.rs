@@ -207,8 +207,8 @@ pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples>
         store.complete(&done, None).await?;
         samples.completes.push(t1.elapsed());
     }
-    // the drain's dead queue rows vacuumed now, untimed, rather than before this database's
-    // next drain (autovacuum is off for the part: see `measure`)
+    // the drain's dead queue rows vacuumed now, untimed (autovacuum is off for the part: see
+    // `measure`), so the next drain's due jobs reuse their space instead of extending the table
     bench.settle().await?;
     Ok(samples)
 }

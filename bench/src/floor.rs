@@ -72,7 +72,7 @@ const SHAPES: [Shape; 5] = [
         columns: "outcome (job_id, organization_id, created_at, status, attempts, \
                   max_attempts, tries, next_attempt_at, last_error, updated_at, provider, \
                   provider_message_id, error_code, error_message, started_at, finished_at)",
-        // OUTCOME's values, then the attempt's
+        // the outcome's values, then its attempt's (from the provider on)
         values: "'0b9d8c1e-0000-4000-8000-000000000001'::uuid, now(), 'sent', 1, 5, 1, now(), \
                  NULL, now(), 'ses', id::text, NULL, NULL, now(), now()",
     },

@@ -127,7 +127,7 @@ fn main() -> Result<()> {
     let mut quick = false;
     let mut peer = None;
     let mut history = None;
-    let mut only = None;
+    let mut only_claim = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -139,7 +139,7 @@ fn main() -> Result<()> {
                 history = Some(n.parse().with_context(|| format!("--history {n:?}"))?);
             }
             "--only" => match args.next().map(String::as_str) {
-                Some("claim") => only = Some(Only::Claim),
+                Some("claim") => only_claim = true,
                 Some(other) => {
                     anyhow::bail!(
                         "--only {other}: no such part (the part that runs alone is `claim`)"
@@ -168,26 +168,18 @@ fn main() -> Result<()> {
     if let Some(n) = history {
         plan.finished_rows = n;
     }
-    match only {
-        None => rt.block_on(run(plan, &url)),
-        Some(Only::Claim) => rt.block_on(run_claim(plan, &url)),
+    if only_claim {
+        rt.block_on(run_claim(plan, &url))
+    } else {
+        rt.block_on(run(plan, &url))
     }
 }
 
-/// A part run by itself (`--only`), to look into one figure without the hour of a full run.
-enum Only {
-    /// 2: the claim latency, on databases of its own, as in a full run.
-    Claim,
-}
-
-/// `--only claim`: part 2 alone, its section of the table and its target, and a `BENCH` line
-/// with that part only.
+/// `--only claim`: part 2 alone (to look into its figures without the hour of a full run),
+/// its section of the table and its targets, and a `BENCH` line with that part only.
 async fn run_claim(plan: Plan, url: &str) -> Result<()> {
     let results = measure::claim_only(&plan, url).await?;
-    let targets: Vec<_> = targets::targets(&results)
-        .into_iter()
-        .filter(|t| t.name.starts_with("claim latency"))
-        .collect();
+    let targets = targets::claim(&results);
     render::claim_only(&results, &targets);
     say!(
         "BENCH {}",

@@ -55,13 +55,8 @@ bin="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/bench"
 
 started_pg=false
 if [ -z "${DATABASE_URL:-}" ]; then started_pg=true; fi
-cleanup() {
-  if $started_pg; then
-    # shellcheck disable=SC1091
-    [ -f "$NOTIF_STATE/pg.env" ] && . "$NOTIF_STATE/pg.env" && cp "$PG_DIR/server.log" "$NOTIF_STATE/server.log" 2>/dev/null
-    pg_down
-  fi
-}
+# pg_down keeps the server's log in $NOTIF_STATE/server.log
+cleanup() { if $started_pg; then pg_down; fi; }
 trap cleanup EXIT
 pg_up
 echo "bench: uptime: $(uptime)" >&2

@@ -117,6 +117,9 @@ pg_down() {
   # shellcheck disable=SC1091
   . "$NOTIF_STATE/pg.env"
   as_pg_owner "$PG_BINDIR_USED/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+  # the server's log outlives the cluster, to read after a run (the bench's logs checkpoints
+  # and autovacuum runs)
+  cp "$PG_DIR/server.log" "$NOTIF_STATE/server.log" 2>/dev/null || true
   rm -rf "$PG_DIR" "$NOTIF_STATE/pg.env"
   log "postgres: stopped"
 }
