@@ -2,15 +2,21 @@
 
 use std::error::Error;
 
+use tokio_postgres::error::DbError;
+
 /// One line naming an error and every cause under it: `outer: inner: root`.
 ///
 /// Causes whose text the outer message already contains are skipped, so wrapped errors
 /// that repeat their source (a common habit) do not print it twice.
+///
+/// A PostgreSQL error is named by its SQLSTATE, its message and the constraint, table and
+/// column it names, never by its DETAIL, HINT or context: for a failing row those hold the
+/// row's values (a recipient, a message body), which no log line may carry.
 pub fn report(err: &(dyn Error + 'static)) -> String {
-    let mut line = err.to_string();
+    let mut line = describe(err);
     let mut source = err.source();
     while let Some(cause) = source {
-        let text = cause.to_string();
+        let text = describe(cause);
         if !line.contains(&text) {
             line.push_str(": ");
             line.push_str(&text);
@@ -18,6 +24,44 @@ pub fn report(err: &(dyn Error + 'static)) -> String {
         source = cause.source();
     }
     line
+}
+
+/// One error's own text, a PostgreSQL error's as [`database_error`] gives it.
+fn describe(err: &(dyn Error + 'static)) -> String {
+    if let Some(db) = err.downcast_ref::<DbError>() {
+        return database_error(db);
+    }
+    if let Some(pg) = err.downcast_ref::<tokio_postgres::Error>() {
+        // its Display appends the server's error, DETAIL included: that comes next in the
+        // chain, described above
+        if pg.as_db_error().is_some() {
+            return "db error".to_owned();
+        }
+    }
+    err.to_string()
+}
+
+/// What a server error may say in a log: its severity, SQLSTATE and message, and the
+/// objects it names. The message of a data exception (SQLSTATE class 22) can quote the
+/// offending input, so it is left out too.
+pub fn database_error(db: &DbError) -> String {
+    let code = db.code().code();
+    let mut text = format!("{} {code}", db.severity());
+    if !code.starts_with("22") {
+        text.push_str(": ");
+        text.push_str(db.message());
+    }
+    let named = [
+        ("constraint", db.constraint()),
+        ("table", db.table()),
+        ("column", db.column()),
+    ];
+    for (what, name) in named {
+        if let Some(name) = name {
+            text.push_str(&format!(" ({what} {name})"));
+        }
+    }
+    text
 }
 
 #[cfg(test)]
