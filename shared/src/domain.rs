@@ -103,13 +103,16 @@ impl JobStatus {
     }
 }
 
-/// A recipient as the database compares recipients (`lower(payload ->> 'to')`, the key of
-/// the suppression list): an email address in lower case, a phone number as it is (E.164 has
-/// no case). Validated values have no surrounding space; trimming keeps any input comparable.
+/// A recipient as the suppression list keys it, and the one place a recipient is normalised:
+/// ingest stores `to` this way, and the claim, feedback and the suppression routes compare
+/// what it gives as it is (no statement folds case again). An email address in ASCII lower
+/// case (validated addresses are 7-bit ASCII, so there is one way to fold them, whatever the
+/// database's locale), a phone number as it is (E.164 has no case). Validated values have no
+/// surrounding space; trimming keeps any input comparable.
 pub fn normalize_recipient(channel: Channel, to: &str) -> String {
     let to = to.trim();
     match channel {
-        Channel::Email => to.to_lowercase(),
+        Channel::Email => to.to_ascii_lowercase(),
         Channel::Sms => to.to_owned(),
     }
 }

@@ -301,3 +301,104 @@ async fn a_replay_after_the_recipient_was_suppressed_is_refused_and_writes_nothi
     assert_suppressed(status, &body);
     assert_eq!(jobs(&db).await, 1);
 }
+
+/// A control character in a path recipient or a cursor is the caller's mistake: 400, never a
+/// 500 from the database (PostgreSQL cannot store NUL), and nothing is written or lifted.
+#[tokio::test]
+async fn a_control_character_in_a_path_recipient_or_a_cursor_is_a_400() {
+    let db = TestDb::new().await;
+    let ingest = service(&db).await;
+    let org = new_org();
+    let (status, _) = suppress(&ingest, org, &json!({"recipient": "+15555550100"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    for segment in ["%00", "%2B15555550100%00", "user%0A%40example.com", "%7F"] {
+        for version in [Version::V1, Version::V2] {
+            let (status, body) = lift(&ingest, version, org, segment).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{segment}: {body}");
+            assert_eq!(body["error"]["code"], "invalid_recipient", "{body}");
+            assert_eq!(body["error"]["fields"][0]["field"], "recipient", "{body}");
+        }
+    }
+    // a cursor holding one: the tag this API puts in its cursors, then a NUL
+    use base64::Engine as _;
+    for recipient in ["\0", "+1555\0", "a\u{1b}b"] {
+        let cursor = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(format!("suppression:{recipient}"));
+        let request = ApiRequest::new(
+            Version::V2,
+            "GET",
+            &format!("/suppressions?cursor={cursor}"),
+        )
+        .org(org);
+        let (status, body) = parts(&ingest.handle(request.build()).await);
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{recipient:?}: {body}");
+        assert_eq!(body["error"]["fields"][0]["field"], "cursor", "{body}");
+    }
+    let entries = count(&db.client().await, "SELECT count(*) FROM suppressions").await;
+    assert_eq!(entries, 1, "nothing lifted");
+}
+
+/// A recipient is normalised once, by ingest, and compared as stored everywhere else. Email
+/// addresses outside 7-bit ASCII (which SES does not send to) are refused with a clear error
+/// wherever a recipient comes in, so no two readers can fold one differently: Rust's and
+/// PostgreSQL's lower case differ on `Σ` (a final `ς`) and `İ`, and the database's locale
+/// changes PostgreSQL's.
+#[tokio::test]
+async fn non_ascii_addresses_are_refused_and_ascii_ones_stored_as_the_list_keys_them() {
+    let db = TestDb::new().await;
+    let ingest = service(&db).await;
+    let org = new_org();
+    for address in [
+        "ΟΔΟΣ@example.com",
+        "οδος@example.com",
+        "İnfo@example.com",
+        "info@exämple.com",
+    ] {
+        let (status, body) = send(&ingest, org, &email(address)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{address}: {body}");
+        assert_eq!(body["error"]["fields"][0]["field"], "to", "{body}");
+        let why = body["error"]["fields"][0]["message"].as_str().unwrap();
+        assert!(
+            why.contains("7-bit ASCII") && why.contains("Punycode"),
+            "{why}"
+        );
+        let (status, body) = suppress(&ingest, org, &json!({"recipient": address})).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{address}: {body}");
+        let why = body["error"]["fields"][0]["message"].as_str().unwrap();
+        assert!(why.contains("7-bit ASCII"), "{why}");
+    }
+    assert_eq!(jobs(&db).await, 0);
+    // Punycode is the way to write such a domain
+    let (status, body) = send(&ingest, org, &email("info@xn--exmple-cua.com")).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+
+    // an ASCII address in any case is stored as the list keys it; a suppression added after
+    // the job was accepted stops it at its claim, compared as stored
+    let (status, body) = send(&ingest, org, &email("Late.Suppressed@Example.COM")).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id: Uuid = body["id"].as_str().unwrap().parse().unwrap();
+    let to: String = db
+        .client()
+        .await
+        .query_one(
+            "SELECT payload ->> 'to' FROM job_requests WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(to, "late.suppressed@example.com");
+    let (status, _) = suppress(
+        &ingest,
+        org,
+        &json!({"recipient": "LATE.suppressed@example.com"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let store = db.store().await;
+    let claimed = shared::store::JobStore::claim(&store, 10, None)
+        .await
+        .unwrap();
+    let job = claimed.iter().find(|j| j.id == id).expect("claimed");
+    assert!(job.suppressed, "the claim finds the recipient on the list");
+}

@@ -75,16 +75,24 @@ impl ManualSuppression {
 
 /// The recipient a `/suppressions/{recipient}` path names: URL-decoded (`%2B15555550100`,
 /// `user%40example.com`; a literal `+` stays a plus), then normalised. Not held to the rules
-/// a new recipient follows, so that any entry the list holds can be lifted.
+/// a new recipient follows, so that any entry the list holds can be lifted; but no entry
+/// holds a control character (`POST /suppressions` and ingest refuse them), and PostgreSQL
+/// cannot store NUL, so one is refused here with 400 rather than sent to the database.
 pub fn path_recipient(segment: &str) -> Result<String, ApiError> {
-    let decoded = percent_decode_str(segment).decode_utf8().map_err(|_| {
+    let invalid = |why: &str| {
         ApiError::field(
             "invalid_recipient",
             "recipient",
-            "the recipient in the path must be URL-encoded UTF-8",
-            "must be URL-encoded UTF-8",
+            &format!("the recipient in the path {why}"),
+            why,
         )
-    })?;
+    };
+    let decoded = percent_decode_str(segment)
+        .decode_utf8()
+        .map_err(|_| invalid("must be URL-encoded UTF-8"))?;
+    if decoded.chars().any(char::is_control) {
+        return Err(invalid("must not contain control characters"));
+    }
     Ok(normalize_recipient(recipient_channel(&decoded), &decoded))
 }
 
@@ -96,10 +104,13 @@ fn encode_cursor(recipient: &str) -> String {
     URL_SAFE_NO_PAD.encode(format!("{CURSOR_TAG}{recipient}"))
 }
 
+/// The recipient a cursor names; `None` for anything [`encode_cursor`] cannot have made (no
+/// listed recipient is empty or holds a control character).
 fn decode_cursor(raw: &str) -> Option<String> {
     let text = String::from_utf8(URL_SAFE_NO_PAD.decode(raw).ok()?).ok()?;
     let recipient = text.strip_prefix(CURSOR_TAG)?;
-    (!recipient.is_empty()).then(|| recipient.to_owned())
+    (!recipient.is_empty() && !recipient.chars().any(char::is_control))
+        .then(|| recipient.to_owned())
 }
 
 impl Ingest {

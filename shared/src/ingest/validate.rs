@@ -109,15 +109,25 @@ impl PhoneNumber {
 /// An email address SES delivers to: the address alone, no display name ("Ann <a@x>"); a
 /// dotted host name, no address literal ("a@[192.0.2.1]") nor dotless host ("a@host"); no
 /// control or bidirectional-formatting characters (U+202E turns "moc.elpmaxe" into
-/// "example.com" on screen).
+/// "example.com" on screen); 7-bit ASCII only, as SES takes no other (it does not support
+/// SMTPUTF8): a domain in another script is written in Punycode (`xn--…`), and a local part
+/// cannot be. ASCII only also means one way to fold case, the same in every reader of the
+/// address ([`crate::domain::normalize_recipient`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Email(String);
+
+/// Why an email address with a character outside 7-bit ASCII is refused.
+pub const NOT_ASCII: &str = "must be 7-bit ASCII: Amazon SES sends to no other address (write a \
+     domain in another script in Punycode, xn--…; the part before @ must be ASCII)";
 
 impl Email {
     pub fn parse(s: &str) -> Result<Self, &'static str> {
         const INVALID: &str = "must be a valid email address";
         if s.chars().any(|c| c.is_control() || is_format_char(c)) {
             return Err(INVALID);
+        }
+        if !s.is_ascii() {
+            return Err(NOT_ASCII);
         }
         match s.parse::<EmailAddress>() {
             Ok(addr)
@@ -156,9 +166,13 @@ pub fn parse_recipient(raw: &str) -> Result<String, &'static str> {
             PhoneNumber::parse(raw)?;
         }
         Channel::Email => {
-            Email::parse(raw).map_err(|_| {
-                "must be an email address, or a phone number in E.164 format (+ then 2 to 15 \
-                 digits)"
+            Email::parse(raw).map_err(|why| {
+                if why == NOT_ASCII {
+                    why
+                } else {
+                    "must be an email address, or a phone number in E.164 format (+ then 2 to \
+                     15 digits)"
+                }
             })?;
         }
     }
@@ -216,7 +230,8 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
         }
         Some(Channel::Email) => {
             if let Some(to) = fields.email("to", true) {
-                payload.insert("to".into(), to.into());
+                // as the suppression list keys it: every reader compares it as it is
+                payload.insert("to".into(), normalize_recipient(Channel::Email, &to).into());
             }
             if let Some(subject) = fields.string("subject", true, 1, MAX_SUBJECT_CHARS) {
                 if subject.contains(['\r', '\n']) {
