@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use shared::store::{Completion, Decision, JobStore};
 
-use crate::db::{Bench, HISTORY_DB};
+use crate::db::{Bench, HISTORY_DB, ORG};
 use crate::stats::{rounded, rounded_all, Latency, Samples};
 use crate::worked::open_stores;
 use crate::Plan;
@@ -213,43 +213,74 @@ pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples>
     Ok(samples)
 }
 
-/// When the finished jobs of [`fill_finished`] finished: spread evenly over `spread_secs`,
-/// the newest `ago_secs` ago.
+/// When the finished jobs of [`fill_finished`] were accepted (and ended): spread evenly over
+/// `spread_secs`, the newest `ago_secs` ago; and whether each came with an idempotency key.
 #[derive(Debug, Clone, Copy)]
 pub struct Finished {
     pub ago_secs: i64,
     pub spread_secs: i64,
+    pub keyed: bool,
 }
 
 impl Finished {
-    /// The last 29 days: history inside the default retention (30 days).
+    /// The last 29 days: history inside the default retention (30 days). No idempotency keys:
+    /// the claim reads none.
     pub const KEPT: Self = Self {
         ago_secs: 0,
         spread_secs: 29 * 86_400,
+        keyed: false,
     };
 }
 
-/// Adds `n` finished jobs (9 in 10 sent, 1 in 10 dead after 5 attempts) finished `when`, each
-/// with its outcome row holding its last attempt (0018_final_attempt_inline.sql; the dead
-/// ones' earlier attempts are not written) and a UUIDv7 id of its creation time (as ingest
-/// makes them), a million per statement, then settles.
+/// Adds `n` finished jobs (9 in 10 sent, 1 in 10 dead after 5 attempts) accepted `when`, a
+/// million per statement, then settles. Each is written as ingest and the worker leave a job
+/// worked to its end: its request (`job_requests`) and its outcome row holding its last
+/// attempt (the dead ones' earlier attempts are not written), both in the partitions of its
+/// day, made first where missing (`history_add_days`, which also registers the days in
+/// `history_days`); a UUIDv7 id of its `created_at`; and with `when.keyed`, an idempotency
+/// key (a UUID's text, as the benchmark's ingest requests send) with its request hash and its
+/// row in `idempotency_keys`. A job ends the moment it was accepted: its day's last end is the
+/// day itself.
 pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> {
     const CHUNK: i64 = 1_000_000;
+    // one clock for every statement: a long fill stays inside the days it was given
+    let base: chrono::DateTime<chrono::Utc> = bench
+        .client
+        .query_one(
+            "SELECT now() AS base, history_add_days(first, (last - first) + 1)
+             FROM (SELECT ((now() - make_interval(secs => $1::bigint + $2::bigint - 1))
+                               AT TIME ZONE 'UTC')::date AS first,
+                          ((now() - make_interval(secs => $1::bigint))
+                               AT TIME ZONE 'UTC')::date AS last) AS days",
+            &[&when.ago_secs, &when.spread_secs],
+        )
+        .await
+        .context("the days' partitions")?
+        .get("base");
     let sql = format!(
         "WITH src AS MATERIALIZED (
-             SELECT {id} AS id, g, t, CASE WHEN g % 10 = 0 THEN 5 ELSE 1 END AS attempts
+             SELECT {id} AS id, g, t, CASE WHEN g % 10 = 0 THEN 5 ELSE 1 END AS attempts,
+                    CASE WHEN $5::bool THEN md5(random()::text)::uuid::text END AS key
              FROM generate_series($1::bigint, $2::bigint) AS g,
-                  LATERAL (SELECT now() - make_interval(secs => $3::bigint + g % $4::bigint)
+                  LATERAL (SELECT $7::timestamptz - make_interval(secs => $3::bigint + g % $4::bigint)
                                   AS t) AS ts
+         ),
+         keyed AS (
+             INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id,
+                                           job_created_at)
+             SELECT '{ORG}'::uuid, key, id, t
+             FROM src
+             WHERE key IS NOT NULL
          ),
          jobs AS (
              INSERT INTO job_requests
-                 (id, organization_id, channel, payload, next_attempt_at, created_at,
-                  updated_at)
-             SELECT id, '0b9d8c1e-0000-4000-8000-000000000001'::uuid, 'sms',
+                 (id, organization_id, created_at, channel, payload, max_attempts, send_at,
+                  expires_at, idempotency_key, request_hash)
+             SELECT id, '{ORG}'::uuid, t, 'sms',
                     jsonb_build_object('to', '+1555' || lpad((g % 10000000)::text, 7, '0'),
                                        'message', 'Your invoice is paid'),
-                    t, t, t
+                    5, t, t + make_interval(secs => $6::bigint), key,
+                    CASE WHEN key IS NOT NULL THEN encode(sha256(convert_to(key, 'UTF8')), 'hex') END
              FROM src
          ),
          ended AS (
@@ -257,7 +288,7 @@ pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> 
                  (job_id, organization_id, created_at, status, attempts, max_attempts, tries,
                   next_attempt_at, last_error, updated_at, provider, provider_message_id,
                   error_code, error_message, started_at, finished_at)
-             SELECT id, '0b9d8c1e-0000-4000-8000-000000000001'::uuid, t,
+             SELECT id, '{ORG}'::uuid, t,
                     CASE attempts WHEN 1 THEN 'sent' ELSE 'dead' END::job_status,
                     attempts, 5, attempts, t,
                     CASE attempts WHEN 1 THEN NULL ELSE 'InvalidParameter: bench' END, t,
@@ -269,12 +300,24 @@ pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> 
          SELECT count(*) FROM src",
         id = crate::db::uuid_v7("t")
     );
+    let max_age = crate::db::max_age_secs();
     let mut from = 1;
     while from <= n {
         let to = (from + CHUNK - 1).min(n);
         bench
             .client
-            .execute(&sql, &[&from, &to, &when.ago_secs, &when.spread_secs])
+            .execute(
+                &sql,
+                &[
+                    &from,
+                    &to,
+                    &when.ago_secs,
+                    &when.spread_secs,
+                    &when.keyed,
+                    &max_age,
+                    &base,
+                ],
+            )
             .await
             .with_context(|| format!("insert finished jobs {from}..={to}"))?;
         from = to + 1;

@@ -11,10 +11,14 @@ use tokio_postgres::Client;
 pub const DB: &str = "notif_bench";
 
 /// A UUIDv7 made in SQL from the timestamp expression `t`, as ingest makes job ids
-/// (`Uuid::now_v7`): 48 bits of Unix milliseconds, the version, random bits.
+/// (`Uuid::now_v7`): 48 bits of Unix milliseconds (floored), the version, random bits with
+/// the RFC 4122 variant. The schema refuses any other kind of job id, and finds a job by id in
+/// the partitions of the days around the id's time only: `t` must be within a day of the
+/// job's `created_at` (the fills pass `created_at` itself, or the clock of the statement that
+/// sets it).
 pub fn uuid_v7(t: &str) -> String {
     format!(
-        "(lpad(to_hex((extract(epoch FROM {t}) * 1000)::bigint), 12, '0') || '7'
+        "(lpad(to_hex(floor(extract(epoch FROM {t}) * 1000)::bigint), 12, '0') || '7'
           || substr(md5(random()::text), 1, 3) || to_hex(8 + floor(random() * 4)::int)
           || substr(md5(random()::text), 1, 15))::uuid"
     )
@@ -23,11 +27,26 @@ pub const PEER_DB: &str = "notif_bench_peer";
 /// The claim-latency runs' second database, the one with the history (claim.rs).
 pub const HISTORY_DB: &str = "notif_bench_history";
 
-/// The tables a job is written to: its record, its queue row while open, its outcome row
-/// once finished (with its last attempt), one delivery row per other attempt (the history's
-/// three are partitioned by day:
-/// TRUNCATE and VACUUM reach every partition).
-pub const JOB_TABLES: [&str; 4] = ["job_requests", "job_queue", "job_outcomes", "job_attempts"];
+/// The tables a job is written to: its request, its queue row while open, its outcome row
+/// once finished (with its last attempt), one attempt row per other attempt (the history's
+/// three are partitioned by day: TRUNCATE and VACUUM reach every partition), and its
+/// idempotency key when it came with one (kept as long as its day's history).
+pub const JOB_TABLES: [&str; 5] = [
+    "job_requests",
+    "job_queue",
+    "job_outcomes",
+    "job_attempts",
+    "idempotency_keys",
+];
+
+/// The organization every job of the benchmark belongs to.
+pub const ORG: &str = "0b9d8c1e-0000-4000-8000-000000000001";
+
+/// How long after its `send_at` a job expires when its request gives no `expires_at`, in
+/// seconds: ingest's default (`JOB_MAX_AGE_SECS`), which the fills write as ingest does.
+pub fn max_age_secs() -> i64 {
+    shared::ingest::DEFAULT_MAX_AGE.as_secs() as i64
+}
 
 pub struct Bench {
     /// The database's name.
@@ -104,8 +123,9 @@ impl Bench {
         }
     }
 
-    /// An empty queue: no jobs, no delivery rows, and nothing that refers to a job
-    /// (CASCADE: provider feedback and suppressions name jobs by foreign key).
+    /// An empty queue: no jobs, no attempt rows, no idempotency keys, and nothing that
+    /// refers to a job (CASCADE: whatever names a job by foreign key). The history's day
+    /// partitions stay (empty), and so do their rows in `history_days`.
     pub async fn truncate(&self) -> Result<()> {
         self.client
             .batch_execute(&format!("TRUNCATE {} CASCADE", JOB_TABLES.join(", ")))
@@ -114,14 +134,19 @@ impl Bench {
         Ok(())
     }
 
-    /// Adds `n` due jobs (half SMS, half email, as ingest writes them) in one statement.
+    /// Adds `n` due jobs (half SMS, half email) in one statement, written as ingest writes a
+    /// request without `send_at`, `expires_at` or `max_attempts` (insert_jobs.sql): its
+    /// request and its queue row, both with the statement's time as `created_at` (the queue
+    /// row's `updated_at` too), due a second ago, expiring `JOB_MAX_AGE_SECS` after that, a
+    /// UUIDv7 id of the moment it was made (time order, as ingest's), no idempotency key.
     pub async fn insert_due(&self, n: i64) -> Result<()> {
         self.client
             .execute(
                 &format!(
                     "WITH jobs AS (
-                 INSERT INTO job_requests (id, organization_id, channel, payload, next_attempt_at)
-                 SELECT {id}, '0b9d8c1e-0000-4000-8000-000000000001'::uuid,
+                 INSERT INTO job_requests (id, organization_id, created_at, channel, payload,
+                                           max_attempts, send_at, expires_at)
+                 SELECT {id}, '{ORG}'::uuid, now(),
                         CASE WHEN g % 2 = 0 THEN 'sms' ELSE 'email' END,
                         CASE WHEN g % 2 = 0
                              THEN jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'),
@@ -130,19 +155,21 @@ impl Bench {
                                                      'subject', 'Invoice paid',
                                                      'text', 'Your invoice is paid')
                         END,
-                        now() - interval '1 second'
+                        {max_attempts}, now() - interval '1 second',
+                        now() - interval '1 second' + make_interval(secs => $2::bigint)
                  FROM generate_series(1, $1::bigint) AS g
-                 RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
-                           created_at
+                 RETURNING id, organization_id, channel, payload, send_at, expires_at,
+                           max_attempts, created_at
                  )
                  INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
-                                        max_attempts, created_at)
-                 SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts,
-                        created_at
+                                        expires_at, max_attempts, created_at, updated_at)
+                 SELECT id, organization_id, channel, payload, send_at, expires_at,
+                        max_attempts, created_at, created_at
                  FROM jobs",
-                    id = uuid_v7("clock_timestamp()")
+                    id = uuid_v7("clock_timestamp()"),
+                    max_attempts = shared::ingest::validate::DEFAULT_MAX_ATTEMPTS,
                 ),
-                &[&n],
+                &[&n, &max_age_secs()],
             )
             .await
             .context("insert due jobs")?;

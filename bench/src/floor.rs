@@ -1,7 +1,7 @@
 //! 9, continued (issue 17): what one history row costs in WAL, whatever the design, measured
 //! on the same server in the same run as the write budget. Beside the worked job's figures it
 //! shows which part of them any design that records attempts must write, and what is left to
-//! cut.
+//! save.
 //!
 //! Each shape is a table of its own in a scratch schema, new for the measurement, filled with
 //! as many rows as the write budget's run works jobs, 500 rows per statement (the worker's
@@ -14,11 +14,11 @@
 //! The shapes:
 //! - a bare row (job id, day, status, time), no index: the floor of anything kept per job;
 //! - the same with one index (the job id, so a `GET` finds it);
-//! - ours (0018_final_attempt_inline.sql): an outcome row (`job_outcomes`' columns and
-//!   indexes) holding the job's last attempt, what a job worked once writes to the history;
-//!   and an attempt row (`job_attempts`'), what each retry adds;
-//! - before 0018: the outcome row without the attempt, which a job worked once wrote beside
-//!   an attempt row.
+//! - ours: an outcome row (`job_outcomes`' columns and indexes) holding the job's last
+//!   attempt, what a job worked once writes to the history; and an attempt row
+//!   (`job_attempts`'), what each retry adds;
+//! - the last attempt apart: an outcome row without the attempt's columns (and without the
+//!   provider message id's index), which a job worked once would write beside an attempt row.
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -37,6 +37,11 @@ const BATCH: i64 = 500;
 const ATTEMPT: &str = "1, 'ses', id::text, NULL, NULL, 'sent', false, now(), now(), now()";
 const OUTCOME: &str = "'0b9d8c1e-0000-4000-8000-000000000001'::uuid, now(), 'sent', 1, 5, 1, \
                        now(), NULL, now()";
+
+/// The start of the shapes' names the table's summary line looks them up by.
+pub const INLINE: &str = "ours: an outcome row";
+pub const ATTEMPT_ROW: &str = "ours: an attempt row";
+pub const APART: &str = "the last attempt apart";
 
 /// One shape: its name, the statements that make its table, and the row each insert writes
 /// (`values` are those after the job id).
@@ -85,9 +90,9 @@ const SHAPES: [Shape; 5] = [
         values: ATTEMPT,
     },
     Shape {
-        name: "before 0018: an outcome row without the attempt, beside an attempt row",
+        name: "the last attempt apart: an outcome row without it, beside an attempt row",
         indexes: 2,
-        // job_outcomes as 0015 left it: its columns, its key and its listing index
+        // job_outcomes without the attempt's columns: its key and its listing index
         create: "CREATE TABLE bench_floor.narrow (job_id uuid NOT NULL, \
                      organization_id uuid NOT NULL, created_at timestamptz NOT NULL, \
                      status job_status NOT NULL, attempts int NOT NULL, \
@@ -180,4 +185,17 @@ pub async fn measure(bench: &Bench, rows: i64) -> Result<HistoryFloor> {
         rows,
         shapes: measured?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_line_finds_each_of_its_shapes_once() {
+        for name in [INLINE, ATTEMPT_ROW, APART] {
+            let found = SHAPES.iter().filter(|s| s.name.starts_with(name)).count();
+            assert_eq!(found, 1, "{name}");
+        }
+    }
 }

@@ -52,7 +52,7 @@ struct Plan {
     /// Drains of each claim batch size with no history and with a full one, taking turns.
     claim_rounds: usize,
     finished_rows: i64,
-    /// Finished jobs of one day that retention deletes (10).
+    /// Finished jobs of one day (each with its idempotency key) that retention drops (10).
     retention_jobs: i64,
     ingest_c1: u64,
     ingest_c8_each: u64,

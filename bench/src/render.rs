@@ -261,7 +261,8 @@ fn write_budget(r: &Results) {
 }
 
 /// What one history row costs, shape by shape, and what a job worked once writes to the
-/// history now against before 0018.
+/// history with its last attempt inline in its outcome row, against that attempt in a row
+/// of its own.
 fn history_rows(r: &Results) {
     let f = &r.history_rows;
     if f.shapes.is_empty() {
@@ -280,15 +281,15 @@ fn history_rows(r: &Results) {
             s.shape
         );
     }
-    let now = f.of("ours: an outcome row");
-    let attempt = f.of("ours: an attempt row");
-    let before = f.of("before 0018");
-    if let (Some(now), Some(attempt), Some(before)) = (now, attempt, before) {
+    let inline = f.of(crate::floor::INLINE);
+    let attempt = f.of(crate::floor::ATTEMPT_ROW);
+    let apart = f.of(crate::floor::APART);
+    if let (Some(inline), Some(attempt), Some(apart)) = (inline, attempt, apart) {
         say!(
-            "   a job worked once: one outcome row ({}), where before 0018 it wrote an outcome row and an attempt row ({}): {} less",
-            per_job(Some(now)),
-            per_job(Some(before + attempt)),
-            per_job(Some(before + attempt - now))
+            "   a job worked once: one outcome row with its attempt inline ({}), where an outcome row and an attempt row apart would write {}: {} less",
+            per_job(Some(inline)),
+            per_job(Some(apart + attempt)),
+            per_job(Some(apart + attempt - inline))
         );
     }
 }
@@ -453,23 +454,23 @@ fn retention(r: &Results) {
     let t = &r.retention;
     let mib = |b: i64| b as f64 / 1_048_576.0;
     say!(
-        "10. retention: {} finished jobs of one day (each with its outcome row, holding its last attempt) past RETENTION_DAYS, as the sweeper does it",
+        "10. retention: one day of {} finished jobs (each with its outcome row, holding its last attempt, and an idempotency key), dropped by the sweeper's call (drop_history_days.sql) once its last job ended more than {} days ago",
         fmt_n(t.jobs as f64),
+        t.kept_days
     );
     say!(
-        "   before (jobs accepted before the history's cut: prune.sql deletes rows, {} per statement): {:.2} s, {} statements, {:.1} MiB of WAL; the VACUUM it leaves owing: {:.2} s, {:.1} MiB of WAL",
-        t.batch,
+        "   the day's partitions dropped whole ({:.1} MiB) and its {} idempotency keys deleted row by row, {} day(s) in the call: {:.3} s, {:.2} MiB of WAL; the partitions owe no VACUUM",
+        mib(t.partition_bytes),
+        fmt_n(t.keys_deleted as f64),
+        t.days_dropped,
         t.secs,
-        t.statements,
-        mib(t.wal_bytes),
+        mib(t.wal_bytes)
+    );
+    say!(
+        "   the VACUUM the key deletes leave owing (idempotency_keys, {:.1} MiB, that day's keys alone): {:.3} s, {:.2} MiB of WAL",
+        mib(t.keys_bytes),
         t.vacuum_secs,
         mib(t.vacuum_wal_bytes)
-    );
-    say!(
-        "   after (jobs in their day's partitions: history_days.sql drops the day, {} day(s) in the call): {:.3} s, {:.2} MiB of WAL, no VACUUM owed",
-        t.dropped.days,
-        t.dropped.secs,
-        mib(t.dropped.wal_bytes)
     );
 }
 

@@ -135,6 +135,19 @@ pub fn example() -> Results {
             wal_bytes_per_row: 500.66,
         }],
     };
+    results.retention = crate::retention::Retention {
+        jobs: 20_000,
+        kept_days: 30,
+        day: "2026-01-01".into(),
+        partition_bytes: 9_000_000,
+        keys_bytes: 3_000_000,
+        days_dropped: 1,
+        secs: 0.0456,
+        wal_bytes: 2_500_000,
+        keys_deleted: 20_000,
+        vacuum_secs: 0.0123,
+        vacuum_wal_bytes: 700_000,
+    };
     results
 }
 
@@ -197,6 +210,9 @@ mod tests {
         assert_eq!(at("/write_budget/ours/run/buffers_dirtied_per_job"), 0.123);
         assert_eq!(at("/history_rows/shapes/0/wal_bytes_per_row"), 500.7);
         assert_eq!(at("/history_rows/shapes/0/indexes"), 3);
+        assert_eq!(at("/retention/secs"), 0.046);
+        assert_eq!(at("/retention/keys_deleted"), 20_000);
+        assert_eq!(at("/retention/vacuum_wal_bytes"), 700_000);
         assert_eq!(
             at("/write_budget/graphile_worker/status"),
             "not measured (quick mode; --peer runs it)"

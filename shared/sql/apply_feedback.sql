@@ -1,23 +1,22 @@
 -- Apply every recorded event not applied yet whose attempt is now recorded (just received,
 -- or waiting since before the worker recorded the attempt). $1 the current time (NULL: now()).
 --  * The event is tied to its attempt (job_id, attempt): a row of job_attempts, or the last
---    attempt in its job's outcome row (0018_final_attempt_inline.sql: its try number is the
---    row's `tries`; an outcome row without that attempt has no message id, so it matches
---    nothing). Both have an index on the message id. The union is written out here rather
---    than read from job_attempt_history: that view's filter on the outcome rows keeps the
---    planner from looking each message id up in their index (a branch with a WHERE clause is
---    not merged into the join), so every outcome of the window would be read per event.
+--    attempt in its job's outcome row (its try number is the row's `tries`; an outcome row
+--    without an attempt has no message id, so it matches nothing). Both have an index on the
+--    message id. The union is written out here rather than read from job_attempt_history:
+--    that view's filter on the outcome rows keeps the planner from looking each message id up
+--    in their index (a branch with a WHERE clause is not merged into the join), so every
+--    outcome of the window would be read per event.
 --  * The job: a bounce (permanent bounce, reject, SMS failure) makes a sent or delivered job
 --    `bounced`; a delivery makes a `sent` job `delivered`. A delivery arriving after a bounce
 --    changes nothing, and neither does anything else (a transient bounce, a delay).
---  * A suppressing event puts the job's recipient on its organization's suppression list.
+--  * A suppressing event puts the job's recipient on its organization's suppression list:
+--    `to` as the request holds it (ingest normalised it, domain::normalize_recipient).
 -- $2, $3: the window of job creation times searched, [$2, $3) (NULL: unbounded). The history
--- is partitioned by that day (0015_history_by_day.sql), and the provider message id does not
--- tell the day, so without a window the statement is planned over every day kept: about 9 ms
--- to plan with 38 days, for each feedback invocation. The feedback function passes the days
--- around its events; the sweeper, once a minute, applies whatever waits with no window (an
--- event whose job lies outside the window, or whose delivery row the release before 0015
--- wrote without the job's day: job_created_at -infinity).
+-- is partitioned by that day and the provider message id does not tell the day, so without
+-- a window the statement is planned over every day kept. The feedback function passes the
+-- days around its events; the sweeper, once a minute, applies whatever waits with no window
+-- (an event whose job lies outside the window: one sent long after it was accepted).
 -- Returns one row per event applied.
 WITH matched AS (
     UPDATE delivery_feedback AS f
@@ -50,9 +49,7 @@ effects AS (
           GROUP BY job_id) AS e
     WHERE bounced OR delivered
 ),
--- the job's outcome row; for a job that ended before 0012, its record (0012_job_outcomes.sql;
--- such a record is in notification_jobs, the partition before the cut)
-changed_outcome AS (
+changed AS (
     UPDATE job_outcomes AS o
     SET status = e.becomes, updated_at = coalesce($1::timestamptz, now())
     FROM effects AS e
@@ -62,18 +59,11 @@ changed_outcome AS (
       AND ($3::timestamptz IS NULL OR o.created_at < $3)
     RETURNING o.job_id
 ),
-changed_record AS (
-    UPDATE notification_jobs AS j
-    SET status = e.becomes, updated_at = coalesce($1::timestamptz, now())
-    FROM effects AS e
-    WHERE j.id = e.job_id AND j.status = ANY (e.from_statuses)
-    RETURNING j.id
-),
 suppressed AS (
     INSERT INTO suppressions (organization_id, recipient, reason, detail, job_id,
                               provider_message_id, created_at)
-    SELECT DISTINCT ON (j.organization_id, lower(j.payload ->> 'to'))
-           j.organization_id, lower(j.payload ->> 'to'),
+    SELECT DISTINCT ON (j.organization_id, j.payload ->> 'to')
+           j.organization_id, j.payload ->> 'to',
            CASE m.kind WHEN 'bounce' THEN 'bounce' WHEN 'complaint' THEN 'complaint'
                        ELSE 'sms_failure' END,
            m.diagnostic, j.id, m.provider_message_id, coalesce($1::timestamptz, now())
@@ -82,12 +72,11 @@ suppressed AS (
         AND ($2::timestamptz IS NULL OR j.created_at >= $2)
         AND ($3::timestamptz IS NULL OR j.created_at < $3)
     WHERE m.suppresses
-    ORDER BY j.organization_id, lower(j.payload ->> 'to'), m.id
+    ORDER BY j.organization_id, j.payload ->> 'to', m.id
     ON CONFLICT (organization_id, recipient) DO NOTHING
     RETURNING recipient
 )
 SELECT m.kind,
-       ((SELECT count(*) FROM changed_outcome)
-        + (SELECT count(*) FROM changed_record))::int AS jobs_changed,
+       (SELECT count(*) FROM changed)::int AS jobs_changed,
        (SELECT count(*) FROM suppressed)::int AS suppressed
 FROM matched AS m

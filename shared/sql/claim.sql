@@ -3,9 +3,9 @@
 -- The claim reads and writes the queue only (job_queue: open jobs, with what the worker
 -- sends), so it costs the same however much history job_requests holds.
 -- SKIP LOCKED: rows another claimer holds are skipped, never waited for.
--- The UPDATE changes no indexed column (0013_hot_claim.sql), so the claimed version of the
--- row stays on its page with no new index entry (a HOT update); the claimed rows stay in
--- job_queue_next, where the scan below passes over them (the jobs in flight).
+-- The UPDATE changes no indexed column, so the claimed version of the row stays on its page
+-- with no new index entry (a HOT update); the claimed rows stay in job_queue_next, where the
+-- scan below passes over them (the jobs in flight).
 -- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE.
 WITH due AS (
     SELECT id
@@ -32,4 +32,4 @@ RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attem
           -- `dead` without calling the provider
           EXISTS (SELECT FROM suppressions AS s
                   WHERE s.organization_id = q.organization_id
-                    AND s.recipient = lower(q.payload ->> 'to')) AS suppressed
+                    AND s.recipient = q.payload ->> 'to') AS suppressed

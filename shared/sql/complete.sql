@@ -1,8 +1,10 @@
 -- Complete a whole batch and claim the next one, in one statement (one transaction, one
 -- round trip, one commit).
--- Each job changes only while it is still claimed under the caller's claim token;
--- a stale token changes nothing (fenced). Every attempt is recorded either way: a final one
--- in its job's outcome row, any other as a delivery row.
+-- Each job changes only while it is still claimed under the caller's claim token, and its
+-- attempt is recorded with the change: a final one in its job's outcome row, any other as a
+-- job_attempts row. A completion whose token no longer holds the claim changes nothing here
+-- (applied false): it was swept (fenced), or it is the repeat of a completion that committed
+-- already; record_late.sql tells the two apart and records a fenced one.
 -- The next batch (up to $1 jobs; 0 claims none) is claimed by claim.sql itself, put in
 -- place of the marker below; claim.sql's parameters ($1 batch size, $2 the current time, NULL
 -- meaning now()) come first here too, so it goes in unchanged. Both parts work on disjoint
@@ -24,10 +26,8 @@ WITH input AS (
               started_at, finished_at, job_created_at)
 ),
 -- Only a job still claimed under the caller's token changes (its queue row holds the token).
--- A final outcome ends it: the queue row goes, and its outcome row is written
--- (0012_job_outcomes.sql) with this last attempt in it (0018_final_attempt_inline.sql: its
--- try number is the row's `tries`, the claim's). The job's record (job_requests) is not
--- written.
+-- A final outcome ends it: the queue row goes, and its outcome row is written with this last
+-- attempt in it (its try number is the row's `tries`, the claim's).
 finished AS (
     DELETE FROM job_queue AS q
     USING input AS i
@@ -75,9 +75,9 @@ applied AS (
     UNION ALL
     SELECT id FROM requeued
 ),
--- An applied retry's (or held attempt's) delivery row is new: its try number came with the
--- claim the token still holds (a plain insert, nothing to check). It goes to the partition
--- of its job's day. (A final attempt is in its outcome row, above.)
+-- An applied retry's (or held attempt's) row is new: its try number came with the claim the
+-- token still holds (a plain insert, nothing to check). It goes to the partition of its job's
+-- day. (A final attempt is in its outcome row, above.)
 recorded AS (
     INSERT INTO job_attempts
         (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
@@ -86,23 +86,6 @@ recorded AS (
            i.error_code, i.error_message, i.outcome, false, i.started_at, i.finished_at
     FROM input AS i
     JOIN requeued AS a ON a.id = i.job_id
-),
--- A fenced one's may not be: the sweeper that took the claim back wrote a 'lost' row for
--- this attempt. Keep it, and add what the late worker learnt (the provider may have
--- accepted the message after all).
-recorded_late AS (
-    INSERT INTO job_attempts AS d
-        (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
-         error_message, outcome, fenced, started_at, finished_at)
-    SELECT i.job_id, i.job_created_at, i.attempt, i.provider, i.provider_message_id,
-           i.error_code, i.error_message, i.outcome, true, i.started_at, i.finished_at
-    FROM input AS i
-    WHERE i.job_id NOT IN (SELECT id FROM applied)
-    ON CONFLICT (job_id, job_created_at, attempt) DO UPDATE
-    SET provider_message_id = COALESCE(d.provider_message_id, EXCLUDED.provider_message_id),
-        error_message       = concat_ws('; ', d.error_message,
-                                        'late completion: ' || EXCLUDED.outcome),
-        fenced              = true
 ),
 claimed AS (
     -- claim.sql, unchanged: its $1 and $2 are this statement's

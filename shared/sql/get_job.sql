@@ -1,7 +1,7 @@
 -- One job of an organization, as it stands (job_states: while it is open, its queue row says
 -- whether a worker holds it and how many attempts its claims have taken). Read in the window
--- its id gives (0016_job_day_from_id.sql): job_states_between (0017_one_day_per_lookup.sql)
--- plans only the record and outcome partitions of the job's day.
+-- its id gives (job_created_after, job_created_before): job_states_between plans only the
+-- request and outcome partitions of the job's days.
 SELECT id, channel, payload ->> 'to' AS recipient, status::text AS status, attempts,
        max_attempts, next_attempt_at, created_at, updated_at, last_error
 FROM job_states_between(job_created_after($1), job_created_before($1))

@@ -1,23 +1,24 @@
 -- Persist accepted requests, one or many, in one statement (ids are made by the caller).
--- A request to a recipient its organization suppressed ($11: the normalised recipients,
--- domain::normalize_recipient) is not inserted and comes back with `suppressed`: the check
--- and the insert are one round trip, and a refusal writes nothing.
+-- A request to a recipient its organization suppressed is not inserted and comes back with
+-- `suppressed`: the check and the insert are one round trip, and a refusal writes nothing.
+-- The payload's `to` is the recipient as the suppression list keys it (ingest normalised it
+-- with domain::normalize_recipient), compared as it is.
 -- With an idempotency key, a repeat inserts nothing (the key's row in idempotency_keys
 -- decides, also between concurrent repeats and between two items of one batch) and returns
 -- no row. An inserted job is queued in the same statement (job_queue).
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::int[],
-                $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[],
-                $11::text[])
+                $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[])
          AS t(id, organization_id, channel, payload, max_attempts, next_attempt_at,
-              idempotency_key, request_hash, expires_at, trace_header, recipient)
+              idempotency_key, request_hash, expires_at, trace_header)
 ),
 blocked AS (
     SELECT i.id
     FROM input AS i
     WHERE EXISTS (SELECT FROM suppressions AS s
-                  WHERE s.organization_id = i.organization_id AND s.recipient = i.recipient)
+                  WHERE s.organization_id = i.organization_id
+                    AND s.recipient = i.payload ->> 'to')
 ),
 keyed AS (
     INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
@@ -28,27 +29,27 @@ keyed AS (
     ON CONFLICT (organization_id, idempotency_key) DO NOTHING
     RETURNING job_id
 ),
--- the record, in the partition of its day (0015_history_by_day.sql)
+-- the request, in the partition of its day
 inserted AS (
     INSERT INTO job_requests
-        (id, organization_id, channel, payload, max_attempts, next_attempt_at,
+        (id, organization_id, channel, payload, max_attempts, send_at,
          idempotency_key, request_hash, expires_at, trace_header, created_at)
     SELECT id, organization_id, channel, payload, max_attempts, next_attempt_at,
            idempotency_key, request_hash, expires_at, trace_header, now()
     FROM input
     WHERE id NOT IN (SELECT id FROM blocked)
       AND (idempotency_key IS NULL OR id IN (SELECT job_id FROM keyed))
-    RETURNING id, organization_id, channel, payload, trace_header, status::text,
-              next_attempt_at, expires_at, max_attempts, created_at
+    RETURNING id, organization_id, channel, payload, trace_header, send_at, expires_at,
+              max_attempts, created_at
 ),
--- each accepted job's queue row (0011_job_queue.sql): all the claim reads
+-- each accepted job's queue row: all the claim reads
 queued AS (
     INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
                            next_attempt_at, expires_at, max_attempts, created_at, updated_at)
-    SELECT id, organization_id, channel, payload, trace_header, next_attempt_at, expires_at,
+    SELECT id, organization_id, channel, payload, trace_header, send_at, expires_at,
            max_attempts, created_at, created_at
     FROM inserted
 )
-SELECT id, status, next_attempt_at, false AS suppressed FROM inserted
+SELECT id, 'pending' AS status, send_at AS next_attempt_at, false AS suppressed FROM inserted
 UNION ALL
 SELECT id, NULL, NULL, true FROM blocked

@@ -1,9 +1,8 @@
 -- The jobs $1 as they stand (job_states), all accepted within [$2, $3), in page order: the
 -- page of a listing (list_jobs.sql), or the jobs an idempotency check found
 -- (idempotency_key_jobs.sql). The window is a parameter, so the statement is planned over
--- those days' partitions only (job_states_between, 0017_one_day_per_lookup.sql); joined to
--- the page or the key rows in one statement, it was planned over every day kept (with 39
--- days: 11 ms for the idempotency check, about 10 of a listing page's 14-15 ms).
+-- those days' partitions only (job_states_between); joined to the page or the key rows in
+-- one statement, it would be planned over every day kept.
 SELECT s.id, s.channel, s.payload ->> 'to' AS recipient, s.status::text AS status, s.attempts,
        s.max_attempts, s.next_attempt_at, s.created_at, s.updated_at, s.last_error,
        s.request_hash, s.idempotency_key

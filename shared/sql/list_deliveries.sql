@@ -1,8 +1,6 @@
 -- A job's attempts in order, each with the provider feedback recorded against it: its rows
--- of job_attempts and the last attempt its outcome row holds (job_attempt_history,
--- 0018_final_attempt_inline.sql). They are under the job's creation time, in the partitions
--- of its day (the window its id gives, 0016_job_day_from_id.sql), or under -infinity for
--- rows written before 0014.
+-- of job_attempts and the last attempt its outcome row holds (job_attempt_history), read in
+-- the partitions of the days its id gives only.
 SELECT d.attempt, d.provider, d.provider_message_id, d.error_code, d.error_message, d.outcome,
        d.fenced, d.started_at, d.finished_at,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -12,6 +10,5 @@ SELECT d.attempt, d.provider, d.provider_message_id, d.error_code, d.error_messa
         WHERE f.job_id = d.job_id AND f.attempt = d.attempt) AS feedback
 FROM job_attempt_history AS d
 WHERE d.job_id = $1
-  AND (d.job_created_at = '-infinity'
-       OR (d.job_created_at >= job_created_after($1) AND d.job_created_at < job_created_before($1)))
+  AND d.job_created_at >= job_created_after($1) AND d.job_created_at < job_created_before($1)
 ORDER BY d.attempt

@@ -4,12 +4,10 @@
 -- Each statement is planned with its parameters' values, so only the branch of $2 that
 -- applies is planned; each reads one index in page order, so a filtered page reads about
 -- as many rows as it returns, not every job of the organization:
---  * every status: the records (job_requests_listing, each day's partition in turn);
+--  * every status: the requests (job_requests_listing, each day's partition in turn);
 --  * an open status (pending, failed, processing): the queue (job_queue_listing), open jobs
 --    only, with the status job_states gives them;
---  * a final status: the outcome rows (job_outcomes_by_status), and the records of jobs that
---    ended before 0012 (notification_jobs_listing_by_status, on the partition before the
---    cut: no record changes to a final status since).
+--  * a final status: the outcome rows (job_outcomes_by_status).
 WITH page AS (
     (SELECT j.id, j.created_at
      FROM job_requests AS j
@@ -19,15 +17,6 @@ WITH page AS (
        -- implied by the line above, but in a form that drops the days before the cursor
        -- from the plan (the history is partitioned by that day)
        AND ($3::timestamptz IS NULL OR j.created_at >= $3)
-     ORDER BY j.created_at, j.id
-     LIMIT $5)
-    UNION ALL
-    (SELECT j.id, j.created_at
-     FROM notification_jobs AS j
-     WHERE $2::text NOT IN ('pending', 'failed', 'processing')
-       AND j.status = $2::text::job_status
-       AND j.organization_id = $1
-       AND ($3::timestamptz IS NULL OR (j.created_at, j.id) > ($3, $4::uuid))
      ORDER BY j.created_at, j.id
      LIMIT $5)
     UNION ALL

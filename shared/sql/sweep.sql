@@ -2,8 +2,8 @@
 -- (the current time; NULL: now()).
 -- SKIP LOCKED: two sweepers, or a sweeper beside a completing worker, never wait on each other.
 -- The claim is cleared (or the queue row gone), so the lost worker's late completion is
--- fenced. No index names the claim (0013_hot_claim.sql): this reads the queue, open jobs
--- only, once a minute.
+-- fenced. No index names the claim (it would make every claim write an index entry): this
+-- reads the queue, open jobs only, once a minute.
 WITH stuck AS (
     SELECT id, claimed_at
     FROM job_queue

@@ -58,13 +58,22 @@ pub enum MigrateError {
     InvalidIndex { index: String },
     #[error("cannot read or lock the migration table")]
     Database(#[source] tokio_postgres::Error),
+    #[error(
+        "schema version {target} was asked for, but this code has migrations up to version \
+         {known} only (the template and the migrator's code disagree)"
+    )]
+    UnknownVersion { target: i32, known: i32 },
 }
 
 /// What a run did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct MigrateReport {
     pub applied: Vec<String>,
+    /// The files up to the target found applied already.
     pub already_applied: usize,
+    /// The highest version the database had applied when the run ended: above the target
+    /// when a later release migrated it (the run then undid nothing).
+    pub schema_version: i32,
 }
 
 struct Migration<'a> {
@@ -142,6 +151,21 @@ pub async fn run(client: &mut Client) -> Result<MigrateReport, MigrateError> {
     run_files(client, MIGRATIONS).await
 }
 
+/// The schema version this code needs: its highest embedded migration's.
+pub fn latest_version() -> i32 {
+    parse(MIGRATIONS)
+        .ok()
+        .and_then(|m| m.last().map(|m| m.version))
+        .unwrap_or(0)
+}
+
+/// Applies the embedded migrations up to `target` and no further. A database already past it
+/// (a later release migrated it, and its deploy is being rolled back) is left as it is: a
+/// migration is never undone, and each one keeps the release before it working.
+pub async fn run_to(client: &mut Client, target: i32) -> Result<MigrateReport, MigrateError> {
+    run_files_to(client, MIGRATIONS, target).await
+}
+
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    int PRIMARY KEY,
     name       text NOT NULL,
@@ -171,12 +195,36 @@ pub async fn run_files(
     client: &mut Client,
     files: &[(&'static str, &'static str)],
 ) -> Result<MigrateReport, MigrateError> {
-    let migrations = parse(files)?;
+    run_files_to(client, files, i32::MAX).await
+}
+
+/// [`run_files`] up to version `target` (`i32::MAX`: every file). A target above the last
+/// file's version is refused: the caller expects a schema this code cannot make.
+pub async fn run_files_to(
+    client: &mut Client,
+    files: &[(&'static str, &'static str)],
+    target: i32,
+) -> Result<MigrateReport, MigrateError> {
+    let mut migrations = parse(files)?;
+    let known = migrations.last().map_or(0, |m| m.version);
+    if target != i32::MAX && target > known {
+        return Err(MigrateError::UnknownVersion { target, known });
+    }
+    migrations.retain(|m| m.version <= target);
     let mut report = MigrateReport::default();
     let mut lock_retries = 0;
     loop {
         let tx = locked(client).await?;
         let Some(m) = next_pending(&tx, &migrations).await? else {
+            report.schema_version = tx
+                .query_typed(
+                    "SELECT coalesce(max(version), 0) FROM schema_migrations",
+                    &[],
+                )
+                .await
+                .map_err(MigrateError::Database)?
+                .first()
+                .map_or(0, |row| row.get(0));
             tx.commit().await.map_err(MigrateError::Database)?;
             report.already_applied = migrations.len() - report.applied.len();
             return Ok(report);
@@ -191,7 +239,7 @@ pub async fn run_files(
                     // a deadlock with a running statement, or its lock_timeout: nothing was
                     // applied (the transaction rolls back as it drops); try again shortly
                     lock_retries += 1;
-                    tracing::warn!(migration = m.name, error = %e, attempt = lock_retries,
+                    tracing::warn!(migration = m.name, error = %crate::error::report(&e), attempt = lock_retries,
                                    "migration could not take its locks; retrying");
                     drop(tx);
                     tokio::time::sleep(LOCK_RETRY_PAUSE * lock_retries).await;
@@ -390,7 +438,7 @@ async fn execute_idempotent(
             Ok(()) => return Ok(()),
             Err(e) if lock_conflict(&e) && lock_retries < LOCK_RETRIES => {
                 lock_retries += 1;
-                tracing::warn!(migration = m.name, error = %e, attempt = lock_retries,
+                tracing::warn!(migration = m.name, error = %crate::error::report(&e), attempt = lock_retries,
                                "migration statement could not take its locks; retrying");
                 tokio::time::sleep(LOCK_RETRY_PAUSE * lock_retries).await;
             }

@@ -9,14 +9,16 @@
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
 # the cargo profile (dev, release, bench-fast). With DATABASE_URL set, that server is used
-# instead (the benchmark creates and drops its own databases on it).
+# instead (the benchmark creates and drops its own databases on it). BENCH_STATE overrides
+# the state folder of the server started here (.local/bench; its log stays there after the run).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-# a state folder of its own: never the cluster of `make db/up` or of the tests
-export NOTIF_STATE="$ROOT/.local/bench"
+# a state folder of its own: never the cluster of `make db/up` or of the tests (NOTIF_STATE,
+# which they use, is not read here)
+export NOTIF_STATE="${BENCH_STATE:-$ROOT/.local/bench}"
 # durable defaults: the test-only fsync=off / full_page_writes=off are not applied
-# checkpoints and autovacuum runs are logged: the server's log is kept in .local/bench/server.log
+# checkpoints and autovacuum runs are logged: the server's log is kept in $NOTIF_STATE/server.log
 # after the run, to set beside the bench's progress lines (their times are UTC) when a figure
 # is out of line
 export PG_EXTRA_OPTS="-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c log_checkpoints=on -c log_autovacuum_min_duration=0 -c log_timezone=UTC"

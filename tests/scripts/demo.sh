@@ -153,14 +153,18 @@ check_json "GET the sms" "$BODY" status=pending attempts=0
 request "GET an unknown id" 404 GET "$URL/00000000-0000-4000-8000-000000000000"
 
 say "a job with a number the stand-in rejects (inserted directly: ingest refuses such numbers)"
+# (its id a UUIDv7 of now, as ingest makes ids: the job's day is read from it)
 psql "$DATABASE_URL" -X -q -c "WITH job AS (
-    INSERT INTO job_requests (organization_id, channel, payload)
-    VALUES ('$ORG', 'sms', '{\"to\": \"+0123456789\", \"message\": \"rejected by SNS\"}')
-    RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts, created_at)
+    INSERT INTO job_requests (id, organization_id, created_at, channel, payload, max_attempts,
+                              send_at)
+    VALUES ((lpad(to_hex(floor(extract(epoch FROM now()) * 1000)::bigint), 12, '0') || '7'
+             || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid,
+            '$ORG', now(), 'sms',
+            '{\"to\": \"+0123456789\", \"message\": \"rejected by SNS\"}', 5, now())
+    RETURNING id, organization_id, channel, payload, send_at, max_attempts, created_at)
   INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts,
                          created_at, updated_at)
-  SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts, created_at,
-         created_at
+  SELECT id, organization_id, channel, payload, send_at, max_attempts, created_at, created_at
   FROM job"
 echo "  sms to +0123456789 inserted as pending"
 
@@ -188,7 +192,7 @@ invoke "worker, first run" worker claimed=5 sent=4 retried=0 held=0 dead=1 relea
 sleep $((AHEAD_EPOCH - $(date +%s) + 1))
 say "invoke the worker again (the scheduled send is due now) and the sweeper"
 invoke "worker, second run" worker claimed=1 sent=1 retried=0 held=0 dead=0 released=0 fenced=0
-invoke "sweeper" sweeper requeued=0 dead=0 expired=0 pruned=0 feedback_applied=0 feedback_dropped=0
+invoke "sweeper" sweeper requeued=0 dead=0 expired=0 feedback_applied=0 feedback_dropped=0
 # message_id STEP: the provider message id the worker recorded for the first attempt of the
 # job in $BODY (a GET /notifications/{id} answer); fails STEP if there is none
 message_id() {

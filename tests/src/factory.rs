@@ -129,35 +129,43 @@ impl Job {
             "sms" => "jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'), 'message', 'hi')",
             _ => "jsonb_build_object('to', 'user' || g || '@example.com', 'subject', 'Hi', 'text', 'hi')",
         };
-        // The record in job_requests as ingest writes it (pending), and where the job
-        // stands as the worker leaves it: an open job (pending, failed or processing) its
-        // queue row (0011_job_queue.sql), a finished one its outcome row
-        // (0012_job_outcomes.sql).
+        // The request in job_requests as ingest writes it, and where the job stands as the
+        // worker leaves it: an open job (pending, failed or processing) its queue row, an
+        // ended one its outcome row. Ids are UUIDv7s of the job's creation time, as ingest
+        // makes them (a lookup by id reads the days around the id's time).
+        // the day's partitions first, as the sweeper would have made them on that day
+        client
+            .execute(
+                "SELECT history_add_days(((now() - make_interval(secs => $1)) AT TIME ZONE 'UTC')::date, 1)",
+                &[&self.created_secs_ago],
+            )
+            .await
+            .expect("make the day's partitions");
         let sql = format!(
             "WITH jobs AS (
                  INSERT INTO job_requests
-                     (organization_id, channel, payload, attempts, max_attempts,
-                      next_attempt_at, created_at, updated_at, expires_at)
-                 SELECT CASE WHEN $11 THEN gen_random_uuid() ELSE $1 END, $2, {payload},
-                        0, $5,
-                        now() + make_interval(secs => $6),
-                        now() - make_interval(secs => $8) + g * interval '1 microsecond',
-                        now() - make_interval(secs => $9),
+                     (id, organization_id, channel, payload, max_attempts, send_at,
+                      created_at, expires_at)
+                 SELECT {V7_ID}, CASE WHEN $11 THEN gen_random_uuid() ELSE $1 END, $2,
+                        {payload}, $5, now() + make_interval(secs => $6), t.created_at,
                         now() + make_interval(secs => $12)
-                 FROM generate_series(1, $10::bigint) AS g
+                 FROM generate_series(1, $10::bigint) AS g,
+                      LATERAL (SELECT now() - make_interval(secs => $8)
+                                      + g * interval '1 microsecond' AS created_at) AS t
                  ORDER BY g
-                 RETURNING id, organization_id, channel, payload, next_attempt_at,
-                           expires_at, max_attempts, created_at, updated_at
+                 RETURNING id, organization_id, channel, payload, send_at, expires_at,
+                           max_attempts, created_at
              ),
              queued AS (
                  INSERT INTO job_queue
                      (id, organization_id, channel, payload, next_attempt_at, expires_at,
                       attempts, max_attempts, tries, claim_token, claimed_at, created_at,
                       updated_at, last_error)
-                 SELECT id, organization_id, channel, payload, next_attempt_at, expires_at,
+                 SELECT id, organization_id, channel, payload, send_at, expires_at,
                         $4, max_attempts, $4,
                         CASE WHEN $7::float8 IS NULL THEN NULL ELSE gen_random_uuid() END,
-                        now() - make_interval(secs => $7), created_at, updated_at,
+                        now() - make_interval(secs => $7), created_at,
+                        now() - make_interval(secs => $9),
                         -- job_states: a job whose last attempt failed is `failed`
                         CASE WHEN $3 = 'failed' THEN 'Throttling: factory' END
                  FROM jobs
@@ -168,11 +176,12 @@ impl Job {
                      (job_id, organization_id, created_at, status, attempts, max_attempts,
                       tries, next_attempt_at, updated_at)
                  SELECT id, organization_id, created_at, $3::text::job_status, $4,
-                        max_attempts, $4, next_attempt_at, updated_at
+                        max_attempts, $4, send_at, now() - make_interval(secs => $9)
                  FROM jobs
                  WHERE $3 NOT IN ('pending', 'failed', 'processing')
              )
-             SELECT id FROM jobs ORDER BY created_at"
+             SELECT id FROM jobs ORDER BY created_at",
+            V7_ID = v7_id("t.created_at"),
         );
         client
             .query(
@@ -230,10 +239,18 @@ pub async fn make_retries_due(client: &Client) -> u64 {
 pub async fn make_due_now(client: &Client, ids: &[Uuid]) -> u64 {
     client
         .execute(
-            "WITH queued AS (UPDATE job_queue SET next_attempt_at = now() WHERE id = ANY($1))
-             UPDATE job_requests SET next_attempt_at = now() WHERE id = ANY($1)",
+            "UPDATE job_queue SET next_attempt_at = now() WHERE id = ANY($1)",
             &[&ids],
         )
         .await
         .expect("make jobs due")
+}
+
+/// A SQL expression for a UUIDv7 made at the time `at` (an SQL expression of type
+/// timestamptz), as ingest makes job ids: the time's milliseconds, then random bits.
+pub fn v7_id(at: &str) -> String {
+    format!(
+        "(lpad(to_hex(floor(extract(epoch FROM {at}) * 1000)::bigint), 12, '0') || '7' \
+          || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid"
+    )
 }

@@ -15,6 +15,7 @@ pub mod factory;
 pub mod faults;
 pub mod proxy;
 pub mod readme;
+pub mod release_1_0;
 pub mod response_url;
 pub mod stand_in;
 pub mod watch;
@@ -76,6 +77,12 @@ impl TestDb {
     pub async fn new() -> Self {
         let admin = admin_config();
         let template = ensure_template(&admin).await;
+        Self::cloned_from(admin, &template).await
+    }
+
+    /// A fresh database cloned from `template` (a migrated database nobody is connected to),
+    /// with the history's days around today.
+    pub async fn cloned_from(admin: DbConfig, template: &str) -> Self {
         let name = unique_name("notif_test");
         let client = admin
             .connect()
@@ -85,7 +92,21 @@ impl TestDb {
             .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
             .await
             .expect("clone the template database");
-        Self::named(admin, name)
+        let db = Self::named(admin, name);
+        db.history_days_around_today().await;
+        db
+    }
+
+    /// The history's partitions from yesterday to a week ahead, as the sweeper keeps them. The
+    /// template was migrated once, perhaps days ago (a server kept up across days): its
+    /// partitions are those of the day it was built, so each database cloned from it gets
+    /// today's here.
+    pub async fn history_days_around_today(&self) {
+        self.client()
+            .await
+            .batch_execute("SELECT history_add_days((now() AT TIME ZONE 'UTC')::date - 1, 9)")
+            .await
+            .expect("make the history's days around today");
     }
 
     /// A fresh database with no schema at all (for migration tests).
@@ -215,23 +236,67 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
         .get(0)
 }
 
-/// The queue rows of the jobs a fixture just inserted, as ingest writes them beside each
-/// record (insert_jobs.sql): a CTE to end a `WITH jobs AS (INSERT INTO job_requests …
-/// RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
-/// created_at)`.
-pub const QUEUE_JOBS: &str = "
-    INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at, max_attempts,
-                           created_at)
-    SELECT id, organization_id, channel, payload, next_attempt_at, max_attempts, created_at
-    FROM jobs";
+/// A statement inserting jobs as ingest does (a request and a queue row each, with UUIDv7
+/// ids of their creation time) from `rows`: a query of `organization_id uuid, channel text,
+/// payload jsonb, max_attempts int, next_attempt_at timestamptz, n bigint` (`n` orders them:
+/// each is created a microsecond after the one before). It returns `id, payload` in order.
+pub fn insert_jobs_statement(rows: &str) -> String {
+    format!(
+        "WITH input AS ({rows}),
+         jobs AS (
+             INSERT INTO job_requests (id, organization_id, created_at, channel, payload,
+                                       max_attempts, send_at)
+             SELECT {id}, organization_id, t.created_at, channel, payload, max_attempts,
+                    next_attempt_at
+             FROM input, LATERAL (SELECT now() + n * interval '1 microsecond' AS created_at) AS t
+             ORDER BY n
+             RETURNING id, organization_id, channel, payload, send_at, max_attempts, created_at
+         ),
+         queued AS (
+             INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
+                                    max_attempts, created_at, updated_at)
+             SELECT id, organization_id, channel, payload, send_at, max_attempts, created_at,
+                    created_at
+             FROM jobs
+         )
+         SELECT id, payload FROM jobs ORDER BY created_at",
+        id = factory::v7_id("t.created_at")
+    )
+}
 
-/// Every migration before `version` (e.g. `"0011"`): a database as a deployed release left
-/// it, for tests of the migration that follows.
-pub fn migrations_before(version: &str) -> Vec<(&'static str, &'static str)> {
+/// A migration for the tests only (never shipped, never embedded), numbered after the
+/// embedded ones: the online migration harness applies it while the 1.0 release works, and
+/// the custom resource's tests deploy to it and roll back from it.
+pub fn test_migration() -> (&'static str, &'static str) {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let name = NAME.get_or_init(|| {
+        format!(
+            "{:04}_online_test.sql",
+            shared::migrate::latest_version() + 1
+        )
+    });
+    (name, include_str!("../fixtures/migrations/online_test.sql"))
+}
+
+/// The embedded migrations and [`test_migration`] after them.
+pub fn with_test_migration() -> Vec<(&'static str, &'static str)> {
+    let mut files = shared::migrate::MIGRATIONS.to_vec();
+    files.push(test_migration());
+    files
+}
+
+/// Every migration up to `version` (e.g. `3`): a database as a release that needs that
+/// schema version leaves it.
+pub fn migrations_through(version: i32) -> Vec<(&'static str, &'static str)> {
     shared::migrate::MIGRATIONS
         .iter()
         .copied()
-        .filter(|(name, _)| name.as_bytes() < version.as_bytes())
+        .filter(|(name, _)| {
+            name.split('_')
+                .next()
+                .and_then(|v| v.parse::<i32>().ok())
+                .is_some_and(|v| v <= version)
+        })
         .collect()
 }
 
@@ -263,169 +328,5 @@ pub fn completion(
         started_at: now,
         finished_at: now,
         job_created_at: job.created_at,
-    }
-}
-
-/// The previous release's statements (0013, before the history was partitioned), verbatim:
-/// its ingest, its claim, and its completion with the claim spliced in (as the store does),
-/// for the tests of 0014 and 0015 with that release still running.
-pub mod release_0013 {
-    use chrono::{DateTime, Utc};
-    use tokio_postgres::Client;
-    use uuid::Uuid;
-
-    pub const INSERT_JOBS: &str = include_str!("../fixtures/release_0013/insert_jobs.sql");
-    pub const CLAIM: &str = include_str!("../fixtures/release_0013/claim.sql");
-
-    pub fn complete() -> String {
-        include_str!("../fixtures/release_0013/complete.sql").replace("/* claim.sql */", CLAIM)
-    }
-
-    /// Its ingest of one SMS job, keyed or not: `Some(id)` when inserted, `None` for a repeat.
-    pub async fn ingest(
-        client: &Client,
-        org: Uuid,
-        key: Option<&str>,
-    ) -> Result<Option<Uuid>, tokio_postgres::Error> {
-        ingest_with(client, INSERT_JOBS, org, key).await
-    }
-
-    /// The same with a release's insert_jobs.sql (its parameters have not changed since).
-    pub async fn ingest_with(
-        client: &Client,
-        insert_jobs: &str,
-        org: Uuid,
-        key: Option<&str>,
-    ) -> Result<Option<Uuid>, tokio_postgres::Error> {
-        let id = Uuid::now_v7();
-        let to = format!("+1555{:07}", id.as_u128() % 10_000_000);
-        let rows = client
-            .query(
-                insert_jobs,
-                &[
-                    &vec![id],
-                    &vec![org],
-                    &vec!["sms".to_owned()],
-                    &vec![serde_json::json!({"to": to, "message": "hi"})],
-                    &vec![5_i32],
-                    &vec![Utc::now() - chrono::Duration::seconds(1)],
-                    &vec![key.map(str::to_owned)],
-                    &vec![key.map(|k| format!("hash-{k}"))],
-                    &vec![Utc::now() + chrono::Duration::days(1)],
-                    &vec![None::<String>],
-                    &vec![to.clone()],
-                ],
-            )
-            .await?;
-        Ok(rows.first().map(|r| r.get("id")))
-    }
-
-    /// A claimed job: id, claim token, try number.
-    pub type Claimed = (Uuid, Uuid, i32);
-
-    /// Its worker's statement: completes `sent` as sent (provider message id `msg-<id>`) and
-    /// claims up to `batch` due jobs.
-    pub async fn complete_and_claim(
-        client: &Client,
-        sent: &[Claimed],
-        batch: i64,
-    ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
-        let rows = sent_and_claim(client, &complete(), sent, batch, None).await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get("id"), r.get("claim_token"), r.get("tries")))
-            .collect())
-    }
-
-    /// A release's completion-and-claim statement (`sql`, the store's parameters up to
-    /// $13, and $14 the jobs' creation times when `created` is given) completing `sent` as
-    /// sent (provider message id `msg-<id>`) and claiming up to `batch` due jobs: the rows
-    /// of the jobs claimed.
-    pub(crate) async fn sent_and_claim(
-        client: &Client,
-        sql: &str,
-        sent: &[Claimed],
-        batch: i64,
-        created: Option<Vec<DateTime<Utc>>>,
-    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
-        let now = Utc::now();
-        let n = sent.len();
-        let ids: Vec<Uuid> = sent.iter().map(|c| c.0).collect();
-        let tokens: Vec<Uuid> = sent.iter().map(|c| c.1).collect();
-        let tries: Vec<i32> = sent.iter().map(|c| c.2).collect();
-        let outcomes = vec!["sent".to_owned(); n];
-        let no_times = vec![None::<DateTime<Utc>>; n];
-        let providers = vec!["sns".to_owned(); n];
-        let message_ids: Vec<Option<String>> =
-            sent.iter().map(|c| Some(format!("msg-{}", c.0))).collect();
-        let no_text = vec![None::<String>; n];
-        let times = vec![now; n];
-        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-            &batch,
-            &None::<DateTime<Utc>>,
-            &ids,
-            &tokens,
-            &tries,
-            &outcomes,
-            &no_times,
-            &providers,
-            &message_ids,
-            &no_text,
-            &no_text,
-            &times,
-            &times,
-        ];
-        if let Some(created) = &created {
-            params.push(created);
-        }
-        let rows = client.query(sql, &params).await?;
-        Ok(rows
-            .into_iter()
-            .filter(|r| r.get::<_, Option<bool>>("applied").is_none())
-            .collect())
-    }
-}
-
-/// The release before 0018 (its last attempts as rows of job_attempts), verbatim: its
-/// claim, and its completion with the claim spliced in, for the test of 0018 with that
-/// release still running. (Its ingest is today's: insert_jobs.sql has not changed since.)
-pub mod release_0017 {
-    use chrono::{DateTime, Utc};
-    use tokio_postgres::Client;
-    use uuid::Uuid;
-
-    pub const CLAIM: &str = include_str!("../fixtures/release_0017/claim.sql");
-
-    pub fn complete() -> String {
-        include_str!("../fixtures/release_0017/complete.sql").replace("/* claim.sql */", CLAIM)
-    }
-
-    /// A claimed job: id, claim token, try number, creation time.
-    pub type Claimed = (Uuid, Uuid, i32, DateTime<Utc>);
-
-    /// Its worker's statement: completes `sent` as sent (provider message id `msg-<id>`) and
-    /// claims up to `batch` due jobs.
-    pub async fn complete_and_claim(
-        client: &Client,
-        sent: &[Claimed],
-        batch: i64,
-    ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
-        let plain: Vec<super::release_0013::Claimed> =
-            sent.iter().map(|c| (c.0, c.1, c.2)).collect();
-        let created = sent.iter().map(|c| c.3).collect();
-        let rows =
-            super::release_0013::sent_and_claim(client, &complete(), &plain, batch, Some(created))
-                .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                (
-                    r.get("id"),
-                    r.get("claim_token"),
-                    r.get("tries"),
-                    r.get("created_at"),
-                )
-            })
-            .collect())
     }
 }

@@ -212,19 +212,10 @@ pub async fn insert_jobs(
 ) -> Vec<(uuid::Uuid, Value)> {
     let channels: Vec<&str> = jobs.iter().map(|(c, _)| c.as_str()).collect();
     let payloads: Vec<Value> = jobs.iter().map(|(_, p)| p.clone()).collect();
-    let sql = format!(
-        "WITH jobs AS (
-             INSERT INTO job_requests (organization_id, channel, payload, max_attempts,
-                                            next_attempt_at)
-             SELECT gen_random_uuid(), c, p, $3, now() - interval '1 second'
-             FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(c, p, n)
-             ORDER BY n
-             RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
-                       created_at
-         ),
-         queued AS ({})
-         SELECT id, payload FROM jobs",
-        crate::QUEUE_JOBS
+    let sql = crate::insert_jobs_statement(
+        "SELECT gen_random_uuid() AS organization_id, c AS channel, p AS payload,
+                $3::int AS max_attempts, now() - interval '1 second' AS next_attempt_at, n
+         FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(c, p, n)",
     );
     client
         .query(&sql, &[&channels, &payloads, &max_attempts])

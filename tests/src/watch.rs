@@ -102,6 +102,14 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// What `cargo lambda invoke` printed, and whether the invocation succeeded.
+#[derive(Debug)]
+pub struct Invoked {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
 /// A running `cargo lambda watch` (started straight or by `make watch`).
 pub struct Watch {
     pub port: u16,
@@ -271,6 +279,22 @@ impl Watch {
     /// `cargo lambda invoke FUNCTION --invoke-address 127.0.0.1 --invoke-port PORT
     /// --data-file DATA_FILE` (relative to the workspace root): the function's JSON answer.
     pub async fn invoke(&self, function: &str, data_file: &str, timeout: Duration) -> Value {
+        let output = self.invoke_raw(function, data_file, timeout).await;
+        assert!(
+            output.success,
+            "cargo lambda invoke {function} failed: {output:?}; watch log:\n{}",
+            self.log_tail(40)
+        );
+        serde_json::from_str(output.stdout.trim()).unwrap_or_else(|e| {
+            panic!(
+                "cargo lambda invoke {function}: not JSON ({e}): {}",
+                output.stdout
+            )
+        })
+    }
+
+    /// The same, whatever the function answers: a failed invocation too.
+    pub async fn invoke_raw(&self, function: &str, data_file: &str, timeout: Duration) -> Invoked {
         let mut cmd = tokio::process::Command::new(cargo_lambda());
         cmd.current_dir(root())
             .env("PATH", path_with_tools())
@@ -287,16 +311,11 @@ impl Watch {
                 self.log_tail(40)
             ),
         };
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "cargo lambda invoke {function} failed ({}): {stdout}{}; watch log:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr),
-            self.log_tail(40)
-        );
-        serde_json::from_str(stdout.trim())
-            .unwrap_or_else(|e| panic!("cargo lambda invoke {function}: not JSON ({e}): {stdout}"))
+        Invoked {
+            success: output.status.success(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
     }
 
     /// Stops watch and every process it started; runs `on_stop`.

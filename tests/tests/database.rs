@@ -343,3 +343,50 @@ async fn a_password_rotated_in_the_secret_reaches_a_warm_function() {
         .await
         .unwrap();
 }
+
+/// The tests' template database is migrated once per set of migrations, and a server may be
+/// kept up for days (`make db/up`): its history partitions are those of the day it was built.
+/// A database cloned from a template built ten days ago still takes today's jobs, as each
+/// clone makes the days around today (as the sweeper does first at every run).
+#[tokio::test]
+async fn a_database_cloned_from_a_template_built_days_ago_takes_todays_jobs() {
+    // a template as it was left ten days ago: its days are those around that day
+    let old = TestDb::empty().await;
+    {
+        let mut client = old.client().await;
+        shared::migrate::run(&mut client).await.unwrap();
+        let days: Vec<String> = client
+            .query("SELECT to_char(day, 'YYYYMMDD') FROM history_days", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for day in days {
+            client
+                .batch_execute(&format!(
+                    "DROP TABLE job_requests_{day}, job_outcomes_{day}, job_attempts_{day}"
+                ))
+                .await
+                .unwrap();
+        }
+        client
+            .batch_execute(
+                "DELETE FROM history_days;
+                 SELECT history_add_days((now() AT TIME ZONE 'UTC')::date - 11, 9);",
+            )
+            .await
+            .unwrap();
+        let today = integration_tests::count(
+            &client,
+            "SELECT count(*) FROM history_days WHERE day = (now() AT TIME ZONE 'UTC')::date",
+        )
+        .await;
+        assert_eq!(today, 0, "the old template has no partition for today");
+    }
+    let db = TestDb::cloned_from(integration_tests::admin_config(), &old.name).await;
+    let ingest = ingest(db.store().await);
+    let (status, body, _) = post(&ingest, uuid::Uuid::new_v4()).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(job_count(&db).await, 1);
+}

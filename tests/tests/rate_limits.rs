@@ -31,17 +31,14 @@ async fn clear_of_minute_end(client: &Client) {
 }
 
 async fn add_jobs(client: &Client, org: Uuid, n: i64, age_secs: f64) {
-    let sql = format!(
-        "WITH jobs AS (
-             INSERT INTO job_requests (organization_id, channel, payload, next_attempt_at)
-             SELECT $1, 'sms', jsonb_build_object('to', '+15555550100', 'message', 'm'),
-                    now() - make_interval(secs => $3) + g * interval '1 microsecond'
-             FROM generate_series(1, $2::bigint) AS g
-             RETURNING id, organization_id, channel, payload, next_attempt_at, max_attempts,
-                       created_at
-         )
-         {}",
-        integration_tests::QUEUE_JOBS
+    let sql = integration_tests::insert_jobs_statement(
+        "SELECT $1::uuid AS organization_id, 'sms' AS channel,
+                jsonb_build_object('to', '+15555550100', 'message', 'm') AS payload,
+                5 AS max_attempts,
+                now() - make_interval(secs => $3) + g * interval '1 microsecond'
+                    AS next_attempt_at,
+                g AS n
+         FROM generate_series(1, $2::bigint) AS g",
     );
     client.execute(&sql, &[&org, &n, &age_secs]).await.unwrap();
 }

@@ -302,23 +302,28 @@ async fn the_readme_local_commands_answer_as_shown() {
             e.line
         );
         if k >= Kind::Read && !seeded {
-            // the dead job the listing shows, as a worker would have left it: its record and
-            // its outcome row (0012_job_outcomes.sql)
+            // the dead job the listing shows, as a worker would have left it: its request and
+            // its outcome row
             db.client()
                 .await
                 .execute(
-                    "WITH job AS (
-                         INSERT INTO job_requests (organization_id, channel, payload)
-                         VALUES ($1, 'sms', jsonb_build_object('to', $2::text, 'message', 'hi'))
-                         RETURNING id, organization_id, created_at, max_attempts, next_attempt_at
-                     )
-                     INSERT INTO job_outcomes (job_id, organization_id, created_at, status,
-                                               attempts, max_attempts, tries, next_attempt_at,
-                                               last_error, updated_at)
-                     SELECT id, organization_id, created_at, 'dead', 1, max_attempts, 1,
-                            next_attempt_at,
-                            'InvalidParameter: the provider refused the number', now()
-                     FROM job",
+                    &format!(
+                        "WITH job AS (
+                             INSERT INTO job_requests (id, organization_id, created_at, channel,
+                                                       payload, max_attempts, send_at)
+                             VALUES ({id}, $1, now(), 'sms',
+                                     jsonb_build_object('to', $2::text, 'message', 'hi'), 5, now())
+                             RETURNING id, organization_id, created_at, max_attempts, send_at
+                         )
+                         INSERT INTO job_outcomes (job_id, organization_id, created_at, status,
+                                                   attempts, max_attempts, tries,
+                                                   next_attempt_at, last_error, updated_at)
+                         SELECT id, organization_id, created_at, 'dead', 1, max_attempts, 1,
+                                send_at,
+                                'InvalidParameter: the provider refused the number', now()
+                         FROM job",
+                        id = integration_tests::factory::v7_id("now()")
+                    ),
                     &[&org, &DEAD_TO],
                 )
                 .await

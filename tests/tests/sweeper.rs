@@ -3,13 +3,22 @@
 use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
 use shared::domain::JobStatus;
-use shared::store::{ClaimedJob, Completion, Decision, JobStore, Transition};
+use shared::store::{ClaimedJob, Completion, Decision, JobStore};
 use shared::sweeper::{run_once, SweeperConfig};
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 fn sent(job: &ClaimedJob, message_id: &str) -> Completion {
     integration_tests::completion(job, Decision::Sent, Some(message_id))
+}
+
+/// The same, the attempt timed as the store's clock says (`now` of the claim).
+fn sent_now(job: &ClaimedJob, message_id: &str) -> Completion {
+    Completion {
+        started_at: job.claimed_at,
+        finished_at: job.claimed_at,
+        ..sent(job, message_id)
+    }
 }
 
 async fn status_of(client: &tokio_postgres::Client, id: Uuid) -> (String, i32) {
@@ -231,83 +240,30 @@ async fn one_sent_attempt_each(client: &tokio_postgres::Client) {
         .unwrap();
 }
 
-/// Retention of jobs accepted before the history's cut (0015_history_by_day.sql: on a fresh
-/// database, before today): row by row, finished jobs last updated past retention, with their
-/// outcome and delivery rows.
-#[tokio::test]
-async fn retention_deletes_only_old_finished_jobs_with_their_deliveries() {
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    // old sent, old dead, old delivered, old bounced, old cancelled, old expired, then kept:
-    // recent sent, old failed (retry pending), old pending, old processing. All accepted 61
-    // days ago: in the partition before the cut.
-    let mut ids = Vec::new();
-    for (status, age_days) in [
-        (JobStatus::Sent, 31.0),
-        (JobStatus::Dead, 45.0),
-        (JobStatus::Delivered, 31.0),
-        (JobStatus::Bounced, 31.0),
-        (JobStatus::Cancelled, 31.0),
-        (JobStatus::Expired, 31.0),
-        (JobStatus::Sent, 29.0),
-        (JobStatus::Failed, 60.0),
-        (JobStatus::Pending, 60.0),
-        (JobStatus::Processing, 60.0),
-    ] {
-        let job = Job::new()
-            .status(status)
-            .created_ago(61.0 * 86_400.0)
-            .updated_ago(age_days * 86_400.0);
-        ids.push(job.insert(&client).await);
-    }
-    one_sent_attempt_each(&client).await;
-    let before_cut = integration_tests::count(
-        &client,
-        "SELECT count(*) FROM notification_jobs", // the partition before the cut
+/// A database's partitions of `day` (YYYYMMDD) for the three history tables.
+fn partitions_of(day: chrono::NaiveDate) -> String {
+    format!(
+        "SELECT count(*) FROM pg_class WHERE relname IN ('job_requests_{d}', 'job_outcomes_{d}',
+             'job_attempts_{d}')",
+        d = day.format("%Y%m%d")
     )
-    .await;
-    assert_eq!(
-        before_cut, 10,
-        "the fixtures are in the partition before the cut"
-    );
-
-    let store = db.store().await;
-    let mut config = SweeperConfig::new(600, 120, 1).unwrap(); // one row a statement: loops
-    config.retention_days = 30;
-    let summary = run_once(&store, &config, None).await.unwrap();
-    assert_eq!(summary.pruned, 6);
-
-    let left: Vec<Uuid> = client
-        .query("SELECT id FROM job_requests", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(left.len(), 4);
-    assert!(
-        ids[..6].iter().all(|id| !left.contains(id)),
-        "old finished jobs deleted"
-    );
-    let deliveries: i64 =
-        integration_tests::count(&client, "SELECT count(*) FROM job_attempts").await;
-    assert_eq!(deliveries, 4, "their delivery rows went with them");
-    let outcomes: i64 =
-        integration_tests::count(&client, "SELECT count(*) FROM job_outcomes").await;
-    assert_eq!(
-        outcomes, 1,
-        "their outcome rows too (the recent sent job's is left)"
-    );
 }
 
-/// Retention of the days after the cut: a day whose end is past retention goes whole (its
-/// partitions of requests, outcomes and attempts dropped, its idempotency keys deleted), but
-/// not while a job accepted that day is still open. The days ahead are created by every run.
+/// The day of a time, in UTC (the history's days).
+fn day_of(at: chrono::DateTime<chrono::Utc>) -> chrono::NaiveDate {
+    at.date_naive()
+}
+
+/// Retention: a day goes whole (its partitions of requests, outcomes and attempts dropped,
+/// its idempotency keys deleted) once every job of the day ended RETENTION_DAYS ago, never
+/// while one of them is open, and never while a read holds its history (the drop gives up
+/// within its lock timeout and a later run drops it). The days ahead are made by every run.
 #[tokio::test]
-async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
+async fn retention_drops_a_day_once_its_jobs_all_ended_long_enough_ago() {
     let db = TestDb::new().await;
     let client = db.client().await;
     let store = db.store().await;
+    let now = chrono::Utc::now();
     // today's jobs: in today's partitions
     let sent = Job::new()
         .status(JobStatus::Sent)
@@ -323,12 +279,16 @@ async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
         )
         .await
         .unwrap();
-    let today: String = client
-        .query_one("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')", &[])
+    // the jobs' day, as the database's clock made it
+    let today: chrono::NaiveDate = client
+        .query_one(
+            "SELECT (min(created_at) AT TIME ZONE 'UTC')::date FROM job_requests",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
-    let in_today = |table: &str| format!("SELECT count(*) FROM {table}_{today}");
+    let in_today = |table: &str| format!("SELECT count(*) FROM {table}_{}", today.format("%Y%m%d"));
     assert_eq!(
         integration_tests::count(&client, &in_today("job_requests")).await,
         4
@@ -344,18 +304,16 @@ async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
 
     let mut config = SweeperConfig::new(600, 120, 100).unwrap();
     config.retention_days = 30;
-    let days_later = |days: i64| Some(chrono::Utc::now() + chrono::Duration::days(days));
-    let partitions = |day: chrono::DateTime<chrono::Utc>| {
-        format!(
-            "SELECT count(*) FROM pg_class WHERE relname IN ('job_requests_{d}',
-                 'job_outcomes_{d}', 'job_attempts_{d}')",
-            d = day.format("%Y%m%d")
-        )
-    };
+    let days_later = |days: i64| now + chrono::Duration::days(days);
 
     // a month on, today is past retention but one of its jobs is still open: kept
-    let summary = run_once(&store, &config, days_later(31)).await.unwrap();
-    assert_eq!(summary.history.dropped, 0, "{summary:?}");
+    let summary = run_once(&store, &config, Some(days_later(31)))
+        .await
+        .unwrap();
+    assert!(
+        !summary.history.dropped_days.contains(&today.to_string()),
+        "{summary:?}"
+    );
     assert_eq!(
         integration_tests::count(&client, &in_today("job_requests")).await,
         4
@@ -365,40 +323,50 @@ async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
         "the days ahead of that time: {summary:?}"
     );
     assert_eq!(
-        integration_tests::count(&client, &partitions(days_later(38).unwrap())).await,
+        integration_tests::count(&client, &partitions_of(day_of(days_later(38)))).await,
         3,
         "a week ahead of the run's time exists"
     );
 
-    // the open job ends: the next run drops today (and the days before it), keys and all
-    let org: Uuid = client
-        .query_one(
-            "SELECT organization_id FROM job_requests WHERE id = $1",
-            &[&open],
-        )
+    // the open job is sent on day 31 (the clock is a parameter): its day is kept 30 days
+    // after that
+    let claimed = store.claim(10, Some(days_later(31))).await.unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![open]);
+    let report = store
+        .complete(&[sent_now(&claimed[0], "late-send")], Some(days_later(31)))
         .await
-        .unwrap()
-        .get(0);
-    let cancelled = store.cancel(org, open).await.unwrap();
-    assert!(matches!(cancelled, Transition::Done(_)), "{cancelled:?}");
+        .unwrap();
+    assert_eq!(report.applied, vec![open]);
+    let summary = run_once(&store, &config, Some(days_later(32)))
+        .await
+        .unwrap();
+    assert!(
+        !summary.history.dropped_days.contains(&today.to_string()),
+        "a job of the day ended a day ago: {summary:?}"
+    );
 
-    // while a long read holds the attempts (a lock the drop must wait for), the run does not
-    // fail and does not wait long (0017): the day stays, keys and all, for a later run
+    // 31 days after that end, while a long read holds the attempts (a lock the drop must
+    // wait for), the run does not fail and does not wait long: the day stays, keys and all
     let mut reader = db.client().await;
     let read = reader.transaction().await.unwrap();
     read.execute("SELECT count(*) FROM job_attempts", &[])
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    let summary = run_once(&store, &config, days_later(31)).await.unwrap();
-    assert_eq!(summary.history.dropped, 0, "{summary:?}");
+    let summary = run_once(&store, &config, Some(days_later(63)))
+        .await
+        .unwrap();
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(1),
+        !summary.history.dropped_days.contains(&today.to_string()),
+        "{summary:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
         "the drop gave up within its lock timeout: {:?}",
         started.elapsed()
     );
     assert_eq!(
-        integration_tests::count(&client, &partitions(chrono::Utc::now())).await,
+        integration_tests::count(&client, &partitions_of(today)).await,
         3,
         "today's partitions are kept while the read lasts"
     );
@@ -410,15 +378,15 @@ async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
     read.commit().await.unwrap();
 
     // the read is over: the next run drops today
-    let summary = run_once(&store, &config, days_later(31)).await.unwrap();
-    assert!(summary.history.dropped >= 1, "{summary:?}");
-    let today_date = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let summary = run_once(&store, &config, Some(days_later(63)))
+        .await
+        .unwrap();
     assert!(
-        summary.history.dropped_days.contains(&today_date),
+        summary.history.dropped_days.contains(&today.to_string()),
         "{summary:?}"
     );
     assert_eq!(
-        integration_tests::count(&client, &partitions(chrono::Utc::now())).await,
+        integration_tests::count(&client, &partitions_of(today)).await,
         0,
         "today's three partitions are gone"
     );
@@ -432,11 +400,96 @@ async fn retention_drops_a_day_past_retention_once_none_of_its_jobs_is_open() {
         0,
         "with its idempotency keys"
     );
-    // the day 29 days before the run's time is within retention: still there
     assert_eq!(
-        integration_tests::count(&client, &partitions(days_later(2).unwrap())).await,
+        client
+            .query_one(
+                "SELECT count(*) FROM history_days WHERE day = $1",
+                &[&today]
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0),
+        0,
+        "and its row in history_days"
+    );
+    // the days whose jobs could still end are there: the run's own day and the week ahead
+    assert_eq!(
+        integration_tests::count(&client, &partitions_of(day_of(days_later(63)))).await,
         3
     );
+}
+
+/// The sweeper's steps are independent, and the days ahead come first: a sweep that fails (a
+/// stuck job whose history lost its attempts partition, so the sweep's `lost` row has nowhere
+/// to go) fails the run, yet the days ahead are made, expiry runs and retention drops what it
+/// may. The error names the step.
+#[tokio::test]
+async fn a_failing_sweep_step_stops_none_of_the_others() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    let now = chrono::Utc::now();
+    // a stuck job of ten days ago, whose day has lost its attempts partition
+    let old_day = day_of(now - chrono::Duration::days(10));
+    client
+        .execute("SELECT history_add_days($1, 1)", &[&old_day])
+        .await
+        .unwrap();
+    Job::new()
+        .attempts(1)
+        .claimed_ago(3_600.0)
+        .created_ago(10.0 * 86_400.0)
+        .insert(&client)
+        .await;
+    client
+        .batch_execute(&format!(
+            "DROP TABLE job_attempts_{}",
+            old_day.format("%Y%m%d")
+        ))
+        .await
+        .unwrap();
+    // a waiting job past its expiry, and a finished day long past retention
+    let expired = Job::new().expires_in(-1.0).insert(&client).await;
+    let gone_day = day_of(now - chrono::Duration::days(60));
+    client
+        .execute("SELECT history_add_days($1, 1)", &[&gone_day])
+        .await
+        .unwrap();
+    // and no partitions ahead yet for the run's week: the run must make them
+    let later = now + chrono::Duration::days(20);
+    assert_eq!(
+        integration_tests::count(&client, &partitions_of(day_of(later))).await,
+        0
+    );
+
+    let mut config = SweeperConfig::new(600, 120, 100).unwrap();
+    config.retention_days = 30;
+    let err = run_once(&store, &config, Some(later)).await.unwrap_err();
+    assert_eq!(err.failures.len(), 1, "{err}");
+    assert_eq!(err.failures[0].0, "sweep", "{err}");
+    assert!(err.to_string().contains("sweep (Database"), "{err}");
+    assert!(err.to_string().contains("23514"), "the SQLSTATE: {err}");
+    assert!(
+        err.summary.history.added >= 3 * 8,
+        "the days ahead were made: {:?}",
+        err.summary
+    );
+    assert_eq!(
+        integration_tests::count(&client, &partitions_of(day_of(later))).await,
+        3
+    );
+    assert_eq!(err.summary.expired, 1, "expiry ran: {:?}", err.summary);
+    assert_eq!(status_of(&client, expired).await.0, "expired");
+    assert!(
+        err.summary
+            .history
+            .dropped_days
+            .contains(&gone_day.to_string()),
+        "retention ran: {:?}",
+        err.summary
+    );
+    let diagnostic = lambda_runtime::Diagnostic::from(err);
+    assert_eq!(diagnostic.error_type, "Database");
 }
 
 /// A job past its expiry is never sent: the claim skips it, and the sweeper makes it
@@ -508,15 +561,14 @@ async fn forty_days_ahead() -> (TestDb, tokio_postgres::Client) {
     let db = TestDb::new().await;
     let client = db.client().await;
     client
-        .batch_execute("SELECT job_history_add_days(current_date, 40)")
+        .batch_execute("SELECT history_add_days(current_date, 40)")
         .await
         .unwrap();
     (db, client)
 }
 
 /// How many partitions of the history table `table` the plan of `sql` (run with `params`)
-/// reads: scans "on" one (a bitmap index scan names its index instead), the partition before
-/// the cut (notification_jobs, job_outcomes_before, notification_deliveries) included.
+/// reads: scans "on" one (a bitmap index scan names its index instead).
 async fn partitions_planned(
     client: &tokio_postgres::Client,
     sql: &str,
@@ -530,40 +582,43 @@ async fn partitions_planned(
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let before = match table {
-        "job_requests" => " on notification_jobs ",
-        "job_outcomes" => " on job_outcomes_before ",
-        _ => " on notification_deliveries ",
-    };
     plan.iter()
         .filter(|l| !l.contains("Bitmap Index Scan"))
-        .filter(|l| l.contains(&format!(" on {table}_2")) || l.contains(before))
+        .filter(|l| l.contains(&format!(" on {table}_2")))
         .count()
 }
 
-/// A lookup by id plans only the partitions of the job's day (0016_job_day_from_id.sql,
-/// 0017_one_day_per_lookup.sql): with 40 days of partitions, `GET`'s statement (its records
-/// and outcome rows) and its attempts' name the days around the one of a UUIDv7 id (and the
-/// partition before the cut), not every day, and so does the read of a listing page's or an
-/// idempotency check's jobs for the days of those jobs; an id from before 0011 (v4) still
-/// finds its job, in every partition.
+/// A lookup by id plans only the partitions of the job's day: with 40 days of partitions,
+/// `GET`'s statement (its request and outcome rows) and its attempts' name the days around the
+/// one of its UUIDv7 id, not every day, and so does the read of a listing page's or an
+/// idempotency check's jobs for the days of those jobs. An id that is not a UUIDv7 names no
+/// job and plans no partition.
 #[tokio::test]
 async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let (db, client) = forty_days_ahead().await;
     let org = Uuid::new_v4();
-    let (v7, v4) = (Uuid::now_v7(), Uuid::new_v4());
-    for id in [v7, v4] {
-        client
-            .execute(
-                "INSERT INTO job_requests (id, organization_id, channel, payload)
-                 VALUES ($1, $2, 'sms', '{\"to\": \"+15555550100\"}')",
-                &[&id, &org],
-            )
-            .await
-            .unwrap();
-    }
+    let v7 = Uuid::now_v7();
+    client
+        .execute(
+            "INSERT INTO job_requests (id, organization_id, created_at, channel, payload,
+                                       max_attempts, send_at)
+             VALUES ($1, $2, now(), 'sms', '{\"to\": \"+15555550100\"}', 5, now())",
+            &[&v7, &org],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO job_outcomes (job_id, organization_id, created_at, status, attempts,
+                                       max_attempts, tries, next_attempt_at, updated_at)
+             SELECT id, organization_id, created_at, 'cancelled', 0, 5, 0, now(), now()
+             FROM job_requests",
+            &[],
+        )
+        .await
+        .unwrap();
     let params: [&(dyn ToSql + Sync); 2] = [&v7, &org];
-    // GET and the status check: the records and the outcome rows of the id's day (0017)
+    // GET and the status check: the requests and the outcome rows of the id's day
     let statements = [
         ("GET", &shared::store::sql::GET_JOB),
         ("the status check", &shared::store::sql::JOB_STATUS),
@@ -603,13 +658,21 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let planned = partitions_planned(&client, &attempts, &params, "job_attempts").await;
     assert!(
         (1..=3).contains(&planned),
-        "its attempts plan the same days (and the rows before the cut): {planned}"
+        "its attempts plan the same days: {planned}"
     );
-    // both are found
-    let store = db.store().await;
-    for id in [v7, v4] {
-        assert!(store.get(org, id).await.unwrap().is_some(), "{id}");
+    let v4 = Uuid::new_v4();
+    let none: [&(dyn ToSql + Sync); 2] = [&v4, &org];
+    for table in ["job_requests", "job_outcomes"] {
+        let planned =
+            partitions_planned(&client, &shared::store::sql::GET_JOB.sql, &none, table).await;
+        assert_eq!(planned, 0, "a v4 id plans no {table} partition");
     }
+    let store = db.store().await;
+    assert!(store.get(org, v7).await.unwrap().is_some(), "found");
+    assert!(
+        store.get(org, v4).await.unwrap().is_none(),
+        "a v4 id names no job"
+    );
 }
 
 /// The feedback function's matching plans the days around its events only
@@ -625,8 +688,8 @@ async fn feedback_matching_plans_only_the_days_around_its_events() {
     let none = None::<chrono::DateTime<chrono::Utc>>;
     let windowed: [&(dyn ToSql + Sync); 3] = [&none, &from, &to];
     let unbounded: [&(dyn ToSql + Sync); 3] = [&none, &none, &none];
-    // job_outcomes is read twice: matching (a job's last attempt is in its outcome row,
-    // 0018_final_attempt_inline.sql) and the status change
+    // job_outcomes is read twice: matching (a job's last attempt is in its outcome row) and
+    // the status change
     for (table, reads) in [
         ("job_attempts", 1),
         ("job_outcomes", 2),
@@ -646,7 +709,7 @@ async fn feedback_matching_plans_only_the_days_around_its_events() {
 }
 
 /// A listing page after a cursor plans the days from the cursor's on (list_jobs.sql): with 40
-/// days of partitions and a cursor 35 days ahead, the records (every status) or the outcome
+/// days of partitions and a cursor 35 days ahead, the requests (every status) or the outcome
 /// rows (a final status) of about five days, not 41.
 #[tokio::test]
 async fn a_listing_page_plans_the_days_from_its_cursor_on() {
@@ -665,4 +728,108 @@ async fn a_listing_page_plans_the_days_from_its_cursor_on() {
             "a page after the cursor plans the {table} partitions from its day on: {planned}"
         );
     }
+}
+
+/// A requeue racing the drop of its job's day, forced: the drop is held (a test trigger
+/// sleeps in the deletion of the day's idempotency keys) after it chose the day as past
+/// retention with no open job, and the requeue runs meanwhile. Whichever wins, the two agree: either the job is
+/// back in the queue and its day kept, or the day is gone and the requeue found nothing.
+/// Never a queue row whose history is gone (every later completion and sweep would fail on
+/// it), and the sweeper's next run succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_requeue_racing_its_days_drop_never_leaves_a_queue_row_without_its_history() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let now = chrono::Utc::now();
+    // a dead job of 40 days ago, ended then, with an idempotency key
+    let id = Job::new()
+        .status(JobStatus::Dead)
+        .attempts(5)
+        .created_ago(40.0 * 86_400.0)
+        .updated_ago(40.0 * 86_400.0)
+        .insert(&client)
+        .await;
+    let org: Uuid = client
+        .query_one(
+            "SELECT organization_id FROM job_requests WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    client
+        .execute(
+            "INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
+             SELECT organization_id, 'key', id, created_at FROM job_requests WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute(
+            "CREATE FUNCTION slow_key_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN PERFORM pg_sleep(1); RETURN OLD; END $$;
+             CREATE TRIGGER slow_key_delete BEFORE DELETE ON idempotency_keys
+                 FOR EACH ROW EXECUTE FUNCTION slow_key_delete();",
+        )
+        .await
+        .unwrap();
+
+    let config = SweeperConfig::new(600, 120, 100).unwrap();
+    let keep = config.history_kept();
+    let dropping = {
+        let store = db.store().await;
+        tokio::spawn(async move { store.drop_history_days(keep, Some(now)).await })
+    };
+    // the drop is in its deletion of the day's keys: it has made its decision
+    for _ in 0..200 {
+        let sleeping = integration_tests::count(
+            &client,
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+        )
+        .await;
+        if sleeping > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let store = db.store().await;
+    let requeued = store.requeue(org, id).await.unwrap();
+    let dropped = dropping.await.unwrap().unwrap();
+    let day: chrono::NaiveDate = client
+        .query_one(
+            "SELECT (created_at AT TIME ZONE 'UTC')::date FROM job_requests WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let day = day.to_string();
+    match &requeued {
+        shared::store::Transition::Done(_) => {
+            assert!(!dropped.dropped_days.contains(&day), "{dropped:?}");
+            assert_eq!(status_of(&client, id).await.0, "pending");
+        }
+        shared::store::Transition::NotFound => {
+            assert!(dropped.dropped_days.contains(&day), "{dropped:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let orphans = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM job_queue AS q
+         WHERE NOT EXISTS (SELECT FROM job_requests AS j WHERE j.id = q.id)",
+    )
+    .await;
+    assert_eq!(
+        orphans, 0,
+        "a queue row without its history ({requeued:?}, {dropped:?})"
+    );
+    client
+        .batch_execute("DROP TRIGGER slow_key_delete ON idempotency_keys")
+        .await
+        .unwrap();
+    run_once(&store, &config, None)
+        .await
+        .expect("the next sweep succeeds");
 }

@@ -64,6 +64,30 @@ fn feedback_event(dir: &Path, name: &str, message_id: &str) -> String {
     path.to_str().expect("a UTF-8 path").to_owned()
 }
 
+/// The functions' settings under watch: this test's database (`url`), the stand-in (its
+/// sender verified), the local organization header, and the log level `level`.
+async fn settings(url: String, level: (&'static str, &str)) -> Vec<(&'static str, String)> {
+    stand_in::verify_sender(SENDER).await;
+    let mut env: Vec<(&str, String)> = vec![
+        ("DATABASE_URL", url),
+        ("MIGRATE_ON_START", "true".into()),
+        ("ALLOW_ORG_HEADER", "true".into()),
+        ("EMAIL_FROM", SENDER.into()),
+        (level.0, level.1.into()),
+    ];
+    for name in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ] {
+        let value = std::env::var(name)
+            .unwrap_or_else(|_| panic!("{name} is not set: run the tests with `make test`"));
+        env.push((name, value));
+    }
+    env
+}
+
 /// POST /notifications through watch: `body` as the organization's JSON request.
 async fn post(watch: &Watch, org: &str, body: &str, timeout: Duration) -> Reply {
     let headers = [
@@ -131,25 +155,7 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
     let url = shared::db::url_with_dbname(&server, &db.name)
         .expect("DATABASE_URL must be a postgres:// URL for this test");
-    stand_in::verify_sender(SENDER).await;
-    let mut env: Vec<(&str, String)> = vec![
-        ("DATABASE_URL", url),
-        ("MIGRATE_ON_START", "true".into()),
-        ("ALLOW_ORG_HEADER", "true".into()),
-        ("EMAIL_FROM", SENDER.into()),
-        ("RUST_LOG", "info".into()),
-    ];
-    for name in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-    ] {
-        let value = std::env::var(name)
-            .unwrap_or_else(|_| panic!("{name} is not set: run the tests with `make test`"));
-        env.push((name, value));
-    }
-    let watch = Watch::start(&env).await;
+    let watch = Watch::start(&settings(url, ("RUST_LOG", "info")).await).await;
     let org = Uuid::new_v4().to_string();
     let json_org = [
         ("Content-Type", "application/json"),
@@ -458,7 +464,7 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
     summary.as_object_mut().unwrap().remove("elapsed_ms");
     assert_eq!(
         summary,
-        json!({"requeued": 0, "dead": 0, "expired": 0, "pruned": 0, "feedback_pruned": 0,
+        json!({"requeued": 0, "dead": 0, "expired": 0, "feedback_pruned": 0,
                "history": {"added": 0, "dropped": 0, "dropped_days": ""},
                "feedback_applied": 0, "feedback_dropped": 0}),
         "sweeper summary"
@@ -477,4 +483,104 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
         "watch: test done in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// No log line carries a recipient or a message body, at any level: ingest and the worker run
+/// under `cargo lambda watch` at TRACE (every crate's lines, the AWS SDK's and the driver's
+/// included), deliver an SMS and an email through the stand-in, and then meet a failing
+/// constraint each, whose PostgreSQL error DETAIL holds the whole failing row (recipient and
+/// body). Their log holds the errors, by SQLSTATE, constraint and table, and none of the
+/// recipients or texts.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_recipient_or_body_reaches_the_logs_at_trace() {
+    integration_tests::watch::cargo_lambda();
+    let db = TestDb::new().await;
+    let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
+    let url = shared::db::url_with_dbname(&server, &db.name)
+        .expect("DATABASE_URL must be a postgres:// URL for this test");
+    let watch = Watch::start(&settings(url, ("AWS_LAMBDA_LOG_LEVEL", "TRACE")).await).await;
+    let org = Uuid::new_v4().to_string();
+    let client = db.client().await;
+    // what must never be logged
+    let secrets = [
+        "+15555550181",
+        "+15555550182",
+        "+15555550183",
+        "logs.sent@example.com",
+        "Sms body 7361",
+        "Email text 5521",
+        "Email subject 8812",
+        "Refused body 4417",
+        "Claimed body 9034",
+    ];
+
+    // delivered: an SMS and an email, through the SDKs at TRACE
+    for body in [
+        json!({"channel": "sms", "to": "+15555550181", "message": "Sms body 7361"}),
+        json!({"channel": "email", "to": "logs.sent@example.com", "subject": "Email subject 8812",
+               "text": "Email text 5521"}),
+    ] {
+        let created = post(&watch, &org, &body.to_string(), FIRST_CALL).await;
+        assert_eq!(created.status, 202, "{created:?}");
+    }
+    let worked = watch.invoke("worker", SCHEDULED, FIRST_CALL).await;
+    assert_eq!(worked["sent"], 2, "{worked}");
+
+    // ingest meets a failing constraint: its insert fails, the row in DETAIL
+    client
+        .batch_execute(
+            "ALTER TABLE job_requests ADD CONSTRAINT logs_test_refused
+                 CHECK (payload ->> 'message' <> 'Refused body 4417')",
+        )
+        .await
+        .unwrap();
+    let refused = json!({"channel": "sms", "to": "+15555550182", "message": "Refused body 4417"});
+    let answer = post(&watch, &org, &refused.to_string(), CALL).await;
+    assert_eq!(answer.status, 500, "{answer:?}");
+    assert!(
+        !answer.body.contains("4417") && !answer.body.contains("+15555550182"),
+        "the answer: {}",
+        answer.body
+    );
+
+    // the worker meets one: its claim fails on the row it would claim, the row in DETAIL
+    let claimed = json!({"channel": "sms", "to": "+15555550183", "message": "Claimed body 9034"});
+    let created = post(&watch, &org, &claimed.to_string(), CALL).await;
+    assert_eq!(created.status, 202, "{created:?}");
+    client
+        .batch_execute(
+            "ALTER TABLE job_queue ADD CONSTRAINT logs_test_claimed
+                 CHECK (claim_token IS NULL OR payload ->> 'message' <> 'Claimed body 9034')",
+        )
+        .await
+        .unwrap();
+    let failed = watch.invoke_raw("worker", SCHEDULED, CALL).await;
+    assert!(!failed.success, "the worker's claim fails: {failed:?}");
+
+    // a moment for the last lines to reach the log
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = watch.log();
+    assert!(
+        log.lines().count() > 100,
+        "TRACE lines were written: {} lines",
+        log.lines().count()
+    );
+    for (constraint, table) in [
+        ("logs_test_refused", "job_requests"),
+        ("logs_test_claimed", "job_queue"),
+    ] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("23514") && l.contains(constraint) && l.contains(table)),
+            "the error is logged by SQLSTATE, constraint and table ({constraint})"
+        );
+    }
+    for secret in secrets {
+        let found: Vec<&str> = log.lines().filter(|l| l.contains(secret)).collect();
+        assert!(
+            found.is_empty(),
+            "{secret:?} reached the log:\n{}",
+            found.join("\n")
+        );
+    }
 }

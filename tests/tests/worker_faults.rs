@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use shared::domain::Channel;
 use shared::store::{
-    ClaimedJob, CompleteReport, Completion, HistoryDays, IngestWindow, Inserted, JobView,
-    ListCursor, NewJob, Now, Pruned, StoreError, SweepReport, Transition,
+    ClaimedJob, CompleteReport, Completion, DroppedDays, IngestWindow, Inserted, JobView,
+    ListCursor, NewJob, Now, StoreError, SweepReport, Transition,
 };
 use shared::worker::{self, WorkerConfig, WorkerSummary};
 use tokio_postgres::Client;
@@ -715,11 +715,14 @@ impl shared::store::JobStore for FailingRecords {
     ) -> Result<SweepReport, StoreError> {
         self.inner.sweep(after, limit, now).await
     }
-    async fn prune(&self, days: u32, limit: u32, now: Now) -> Result<Pruned, StoreError> {
-        self.inner.prune(days, limit, now).await
+    async fn prune_feedback(&self, days: u32, limit: u32, now: Now) -> Result<u64, StoreError> {
+        self.inner.prune_feedback(days, limit, now).await
     }
-    async fn history_days(&self, days: u32, now: Now) -> Result<HistoryDays, StoreError> {
-        self.inner.history_days(days, now).await
+    async fn add_history_days(&self, now: Now) -> Result<u32, StoreError> {
+        self.inner.add_history_days(now).await
+    }
+    async fn drop_history_days(&self, keep: Duration, now: Now) -> Result<DroppedDays, StoreError> {
+        self.inner.drop_history_days(keep, now).await
     }
     async fn count_ingest(&self, org: Uuid, n: u32, now: Now) -> Result<IngestWindow, StoreError> {
         self.inner.count_ingest(org, n, now).await

@@ -85,3 +85,134 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
     .await;
     assert_eq!(sent, 5);
 }
+
+/// Holds every delivery until released; `dead` fails permanently (the provider refuses it).
+struct Gate {
+    dead: Uuid,
+    open: tokio::sync::Semaphore,
+}
+
+#[async_trait]
+impl Deliverer for Gate {
+    async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
+        self.open.acquire().await.expect("the gate stays").forget();
+        if job.id == self.dead {
+            return Err(DeliveryError::new(
+                "InvalidParameter",
+                "injected: not a number",
+            ));
+        }
+        Ok(format!("m-{}", job.id))
+    }
+}
+
+/// A completion is applied once. With a per-organization rate limit the worker completes a
+/// batch and then claims the next in two statements; when the claim fails after the
+/// completions committed, the worker records the same results again (it cannot know what
+/// committed). That second recording applies nothing twice: each attempt keeps one row, none
+/// is taken for a late (fenced) completion, and a job it ended `dead` can be requeued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_recorded_again_after_its_claim_failed_is_applied_once() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let ids = insert_due_jobs(&client, 3).await;
+    let deliverer = Arc::new(Gate {
+        dead: ids[0],
+        open: tokio::sync::Semaphore::new(0),
+    });
+    let store = Arc::new(
+        shared::store::PgStore::new(db.config.clone())
+            .with_rate_limit(1_000)
+            .with_statement_timeout(Duration::from_secs(1)),
+    );
+    store.ready().await.unwrap();
+    let cfg = WorkerConfig {
+        batch_size: 3,
+        concurrency: 3,
+        ..WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
+    };
+    let run = {
+        let (store, deliverer) = (store.clone(), deliverer.clone());
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            worker::run(store.as_ref(), deliverer.as_ref(), &cfg, deadline).await
+        })
+    };
+    // the batch is claimed (its rate-limit reservation committed) and in delivery
+    for _ in 0..250 {
+        let claimed = integration_tests::count(
+            &client,
+            "SELECT count(*) FROM job_states WHERE status = 'processing'",
+        )
+        .await;
+        if claimed == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // from now on every claim waits on the rate-limit counters, past the statement timeout
+    let mut holder = db.client().await;
+    let hold = holder.transaction().await.unwrap();
+    hold.batch_execute("LOCK TABLE organization_claim_counts IN EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    deliverer.open.add_permits(3);
+    let err = run
+        .await
+        .unwrap()
+        .expect_err("the worker's fresh claim cannot get its lock either");
+    assert!(err.is_unavailable(), "{err}");
+    hold.rollback().await.unwrap();
+
+    let row = client
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE fenced), count(DISTINCT (job_id, attempt))
+             FROM job_attempt_history",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (attempts, fenced, distinct): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(
+        (attempts, fenced, distinct),
+        (3, 0, 3),
+        "one row per attempt, none fenced"
+    );
+    let statuses: Vec<String> = client
+        .query(
+            "SELECT status::text FROM job_states WHERE id = ANY($1) ORDER BY id = $2 DESC",
+            &[&ids, &ids[0]],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(statuses, ["dead", "sent", "sent"]);
+
+    // the dead job goes back in the queue, its attempt with it
+    let org: Uuid = client
+        .query_one(
+            "SELECT organization_id FROM job_requests WHERE id = $1",
+            &[&ids[0]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let requeued = shared::store::JobStore::requeue(store.as_ref(), org, ids[0])
+        .await
+        .unwrap();
+    assert!(
+        matches!(requeued, shared::store::Transition::Done(_)),
+        "{requeued:?}"
+    );
+    let kept = integration_tests::count(
+        &client,
+        &format!(
+            "SELECT count(*) FROM job_attempt_history WHERE job_id = '{}'",
+            ids[0]
+        ),
+    )
+    .await;
+    assert_eq!(kept, 1);
+}

@@ -36,7 +36,11 @@ impl JobStore for Untouchable {
     /// Only jobs to recipients on the suppression list, which the insert leaves out.
     async fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>, StoreError> {
         match &self.suppression_list {
-            Some(list) if jobs.iter().all(|job| list.contains(&job.recipient())) => {
+            Some(list)
+                if jobs
+                    .iter()
+                    .all(|job| list.iter().any(|r| r == job.recipient())) =>
+            {
                 Ok(jobs.iter().map(|_| Inserted::Suppressed).collect())
             }
             _ => touched("insert_many"),
@@ -88,11 +92,18 @@ impl JobStore for Untouchable {
     ) -> Result<SweepReport, StoreError> {
         touched("sweep")
     }
-    async fn prune(&self, _: u32, _: u32, _: Now) -> Result<Pruned, StoreError> {
-        touched("prune")
+    async fn prune_feedback(&self, _: u32, _: u32, _: Now) -> Result<u64, StoreError> {
+        touched("prune_feedback")
     }
-    async fn history_days(&self, _: u32, _: Now) -> Result<HistoryDays, StoreError> {
-        touched("history_days")
+    async fn add_history_days(&self, _: Now) -> Result<u32, StoreError> {
+        touched("add_history_days")
+    }
+    async fn drop_history_days(
+        &self,
+        _: std::time::Duration,
+        _: Now,
+    ) -> Result<DroppedDays, StoreError> {
+        touched("drop_history_days")
     }
     async fn count_ingest(&self, _: Uuid, _: u32, _: Now) -> Result<IngestWindow, StoreError> {
         touched("count_ingest")

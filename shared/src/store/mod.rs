@@ -145,12 +145,9 @@ pub enum Inserted {
 }
 
 impl NewJob {
-    /// The recipient as the suppression list keys it ([`crate::domain::normalize_recipient`]).
-    pub fn recipient(&self) -> String {
-        crate::domain::normalize_recipient(
-            self.channel,
-            self.payload["to"].as_str().unwrap_or_default(),
-        )
+    /// The recipient: `to` as ingest normalised it, the suppression list's key.
+    pub fn recipient(&self) -> &str {
+        self.payload["to"].as_str().unwrap_or_default()
     }
 }
 
@@ -171,8 +168,8 @@ pub struct ClaimedJob {
     pub tries: i32,
     pub claim_token: Uuid,
     pub claimed_at: DateTime<Utc>,
-    /// When the job was accepted: the day of its history partitions, where its delivery rows
-    /// go (0015_history_by_day.sql).
+    /// When the job was accepted: the day of its history partitions, where its attempt rows
+    /// go.
     pub created_at: DateTime<Utc>,
     /// The organization suppressed the recipient after the job was accepted: the worker
     /// ends the job `dead` without calling the provider.
@@ -230,6 +227,8 @@ pub struct Completion {
 /// The result of [`JobStore::complete`]: which jobs changed, which were fenced.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CompleteReport {
+    /// Recorded and applied: by this call, or by an earlier call with the same completion
+    /// that committed (recording again changes nothing).
     pub applied: Vec<Uuid>,
     /// The job had been swept (and perhaps claimed again): its state was left alone.
     pub fenced: Vec<Uuid>,
@@ -242,21 +241,11 @@ pub struct SweepReport {
     pub dead: u64,
 }
 
-/// What one [`JobStore::prune`] statement deleted by row: finished jobs accepted before the
-/// history's cut (0015_history_by_day.sql), and provider events past retention.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Pruned {
-    pub jobs: u64,
-    pub feedback: u64,
-}
-
-/// What one [`JobStore::history_days`] call did to the history's day partitions.
+/// The history's days a [`JobStore::drop_history_days`] call dropped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct HistoryDays {
-    /// Partitions created (three per day: requests, outcomes, attempts).
-    pub added: u32,
-    /// Days dropped by retention, and which (`2026-11-01,2026-11-02`).
+pub struct DroppedDays {
     pub dropped: u32,
+    /// Which (`2026-11-01,2026-11-02`).
     pub dropped_days: String,
 }
 
@@ -492,16 +481,26 @@ pub trait JobStore: Send + Sync {
         now: Now,
     ) -> Result<SweepReport, StoreError>;
 
-    /// Row retention: deletes up to `limit` finished jobs accepted before the history's cut
-    /// and last updated more than `older_than_days` ago, with their delivery rows, and up to
-    /// `limit` provider events received before then.
-    async fn prune(&self, older_than_days: u32, limit: u32, now: Now)
-        -> Result<Pruned, StoreError>;
+    /// Deletes up to `limit` provider events received more than `older_than_days` ago;
+    /// returns how many.
+    async fn prune_feedback(
+        &self,
+        older_than_days: u32,
+        limit: u32,
+        now: Now,
+    ) -> Result<u64, StoreError>;
 
     /// Creates the history's day partitions from yesterday to a week ahead that are missing;
-    /// with `retention_days` above 0, drops the days that ended that long ago and hold no
-    /// open job.
-    async fn history_days(&self, retention_days: u32, now: Now) -> Result<HistoryDays, StoreError>;
+    /// returns how many it created.
+    async fn add_history_days(&self, now: Now) -> Result<u32, StoreError>;
+
+    /// Drops the history of every day whose jobs all ended more than `keep` ago and none of
+    /// which is open, each day whole with its idempotency keys.
+    async fn drop_history_days(
+        &self,
+        keep: std::time::Duration,
+        now: Now,
+    ) -> Result<DroppedDays, StoreError>;
 
     /// Counts `requests` ingest requests of the organization in the current minute.
     async fn count_ingest(

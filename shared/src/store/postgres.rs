@@ -11,9 +11,9 @@ use tokio_postgres::{Client, Row};
 use uuid::Uuid;
 
 use super::{
-    ClaimedJob, CompleteReport, Completion, DeliveryView, FeedbackView, HistoryDays, IngestWindow,
-    Inserted, JobStore, JobSummary, JobView, ListCursor, NewJob, Now, Pruned, StoreError,
-    SweepReport, Transition,
+    ClaimedJob, CompleteReport, Completion, DeliveryView, DroppedDays, FeedbackView, IngestWindow,
+    Inserted, JobStore, JobSummary, JobView, ListCursor, NewJob, Now, StoreError, SweepReport,
+    Transition,
 };
 use crate::db::DbConfig;
 use crate::domain::{Channel, JobStatus};
@@ -66,7 +66,11 @@ pub mod sql {
         BACKLOG_AGE = "backlog_age.sql" [TIMESTAMPTZ];
         INSERT_JOBS = "insert_jobs.sql" [
             UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
-            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY
+            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY
+        ];
+        RECORD_LATE = "record_late.sql" [
+            UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY,
+            TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ
         ];
         EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ];
         IDEMPOTENCY_KEY_JOBS = "idempotency_key_jobs.sql" [UUID, TEXT_ARRAY];
@@ -74,8 +78,9 @@ pub mod sql {
         GET_JOB = "get_job.sql" [UUID, UUID];
         LIST_DELIVERIES = "list_deliveries.sql" [UUID];
         SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ];
-        PRUNE = "prune.sql" [INT4, INT8, TIMESTAMPTZ];
-        HISTORY_DAYS = "history_days.sql" [TIMESTAMPTZ, INT4];
+        PRUNE_FEEDBACK = "prune_feedback.sql" [INT4, INT8, TIMESTAMPTZ];
+        ADD_HISTORY_DAYS = "add_history_days.sql" [TIMESTAMPTZ];
+        DROP_HISTORY_DAYS = "drop_history_days.sql" [TIMESTAMPTZ, FLOAT8];
         RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ];
         CANCEL = "cancel.sql" [UUID, UUID];
         REQUEUE = "requeue.sql" [UUID, UUID];
@@ -220,14 +225,45 @@ impl PgStore {
     /// The jobs `jobs` (ids and creation times) as they stand, in page order, read within
     /// their days only (jobs_within.sql).
     async fn jobs_within(&self, jobs: &[(Uuid, DateTime<Utc>)]) -> Result<Vec<Row>, StoreError> {
-        let days = jobs.iter().map(|(_, created_at)| *created_at);
-        let (Some(from), Some(last)) = (days.clone().min(), days.max()) else {
+        let Some((from, to)) = window(jobs.iter().map(|(_, created_at)| *created_at)) else {
             return Ok(Vec::new());
         };
-        // the window's end is exclusive
-        let to = last + chrono::TimeDelta::seconds(1);
         let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| *id).collect();
         self.query(&sql::JOBS_WITHIN, &[&ids, &from, &to]).await
+    }
+
+    /// Completions the completion statement did not apply (their token no longer holds the
+    /// claim), told apart and recorded by record_late.sql: `(id, true)` for one recorded
+    /// already (a repeat of a completion that committed), `(id, false)` for a late one (its
+    /// claim was swept), now recorded against the sweeper's row.
+    async fn record_late(&self, late: &[&Completion]) -> Result<Vec<(Uuid, bool)>, StoreError> {
+        let Some((from, to)) = window(late.iter().map(|c| c.job_created_at)) else {
+            return Ok(Vec::new());
+        };
+        let columns = Columns::of(late.iter().copied());
+        let rows = self
+            .query(
+                &sql::RECORD_LATE,
+                &[
+                    &columns.ids,
+                    &columns.attempts,
+                    &columns.outcomes,
+                    &columns.providers,
+                    &columns.message_ids,
+                    &columns.error_codes,
+                    &columns.error_messages,
+                    &columns.started,
+                    &columns.finished,
+                    &columns.created,
+                    &from,
+                    &to,
+                ],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| (row.get("id"), row.get("recorded")))
+            .collect())
     }
 
     async fn conn(&self) -> Result<Arc<Client>, StoreError> {
@@ -372,6 +408,15 @@ impl PgStore {
     }
 }
 
+/// The window `[from, to)` of creation times that holds every one of `times` (the days whose
+/// partitions a statement is planned over); `None` for none.
+fn window(
+    times: impl Iterator<Item = DateTime<Utc>> + Clone,
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let (from, last) = (times.clone().min()?, times.max()?);
+    Some((from, last + chrono::TimeDelta::seconds(1)))
+}
+
 /// The parameters paired with their declared types.
 fn typed<'a>(
     query: &Query,
@@ -449,6 +494,59 @@ fn summary(row: &Row) -> Result<JobSummary, StoreError> {
     })
 }
 
+/// Completions as the statements take them: one array per column.
+struct Columns<'a> {
+    ids: Vec<Uuid>,
+    tokens: Vec<Uuid>,
+    attempts: Vec<i32>,
+    outcomes: Vec<&'static str>,
+    retry_at: Vec<Option<DateTime<Utc>>>,
+    providers: Vec<&'static str>,
+    message_ids: Vec<Option<&'a str>>,
+    error_codes: Vec<Option<&'a str>>,
+    error_messages: Vec<Option<&'a str>>,
+    started: Vec<DateTime<Utc>>,
+    finished: Vec<DateTime<Utc>>,
+    created: Vec<DateTime<Utc>>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(completions: impl IntoIterator<Item = &'a Completion>) -> Self {
+        let mut columns = Columns {
+            ids: Vec::new(),
+            tokens: Vec::new(),
+            attempts: Vec::new(),
+            outcomes: Vec::new(),
+            retry_at: Vec::new(),
+            providers: Vec::new(),
+            message_ids: Vec::new(),
+            error_codes: Vec::new(),
+            error_messages: Vec::new(),
+            started: Vec::new(),
+            finished: Vec::new(),
+            created: Vec::new(),
+        };
+        for c in completions {
+            columns.ids.push(c.job_id);
+            columns.tokens.push(c.claim_token);
+            columns.attempts.push(c.attempt);
+            columns.outcomes.push(c.decision.as_str());
+            columns.retry_at.push(match c.decision {
+                super::Decision::Retry { at } | super::Decision::Hold { at } => Some(at),
+                _ => None,
+            });
+            columns.providers.push(c.channel.provider());
+            columns.message_ids.push(c.provider_message_id.as_deref());
+            columns.error_codes.push(c.error_code.as_deref());
+            columns.error_messages.push(c.error_message.as_deref());
+            columns.started.push(c.started_at);
+            columns.finished.push(c.finished_at);
+            columns.created.push(c.job_created_at);
+        }
+        columns
+    }
+}
+
 #[async_trait]
 impl JobStore for PgStore {
     async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError> {
@@ -480,7 +578,6 @@ impl JobStore for PgStore {
             .map(|j| j.idempotency.as_ref().map(|i| i.request_hash.as_str()))
             .collect();
         let traces: Vec<Option<&str>> = jobs.iter().map(|j| j.trace_header.as_deref()).collect();
-        let recipients: Vec<String> = jobs.iter().map(NewJob::recipient).collect();
         let rows = self
             .query(
                 &sql::INSERT_JOBS,
@@ -495,7 +592,6 @@ impl JobStore for PgStore {
                     &hashes,
                     &expires,
                     &traces,
-                    &recipients,
                 ],
             )
             .await?;
@@ -682,64 +778,51 @@ impl JobStore for PgStore {
             let report = self.complete_and_claim(completions, 0, now).await?.0;
             return Ok((report, self.claim(next_batch, now).await?));
         }
-        let n = completions.len();
-        let mut ids = Vec::with_capacity(n);
-        let mut tokens = Vec::with_capacity(n);
-        let mut attempts = Vec::with_capacity(n);
-        let mut outcomes = Vec::with_capacity(n);
-        let mut retry_at: Vec<Option<DateTime<Utc>>> = Vec::with_capacity(n);
-        let mut providers = Vec::with_capacity(n);
-        let mut message_ids = Vec::with_capacity(n);
-        let mut error_codes = Vec::with_capacity(n);
-        let mut error_messages = Vec::with_capacity(n);
-        let mut started = Vec::with_capacity(n);
-        let mut finished = Vec::with_capacity(n);
-        let mut created = Vec::with_capacity(n);
-        for c in completions {
-            ids.push(c.job_id);
-            tokens.push(c.claim_token);
-            attempts.push(c.attempt);
-            outcomes.push(c.decision.as_str());
-            retry_at.push(match c.decision {
-                super::Decision::Retry { at } | super::Decision::Hold { at } => Some(at),
-                _ => None,
-            });
-            providers.push(c.channel.provider());
-            message_ids.push(c.provider_message_id.as_deref());
-            error_codes.push(c.error_code.as_deref());
-            error_messages.push(c.error_message.as_deref());
-            started.push(c.started_at);
-            finished.push(c.finished_at);
-            created.push(c.job_created_at);
-        }
+        let columns = Columns::of(completions);
         let rows = self
             .query(
                 &sql::COMPLETE_AND_CLAIM,
                 &[
                     &i64::from(next_batch),
                     &now,
-                    &ids,
-                    &tokens,
-                    &attempts,
-                    &outcomes,
-                    &retry_at,
-                    &providers,
-                    &message_ids,
-                    &error_codes,
-                    &error_messages,
-                    &started,
-                    &finished,
-                    &created,
+                    &columns.ids,
+                    &columns.tokens,
+                    &columns.attempts,
+                    &columns.outcomes,
+                    &columns.retry_at,
+                    &columns.providers,
+                    &columns.message_ids,
+                    &columns.error_codes,
+                    &columns.error_messages,
+                    &columns.started,
+                    &columns.finished,
+                    &columns.created,
                 ],
             )
             .await?;
         let mut report = CompleteReport::default();
         let mut claimed = Vec::new();
+        let mut not_applied = std::collections::HashSet::new();
         for row in &rows {
             match row.get::<_, Option<bool>>("applied") {
                 Some(true) => report.applied.push(row.get("id")),
-                Some(false) => report.fenced.push(row.get("id")),
+                Some(false) => {
+                    not_applied.insert(row.get::<_, Uuid>("id"));
+                }
                 None => claimed.push(claimed_job(row)?),
+            }
+        }
+        if !not_applied.is_empty() {
+            let late: Vec<&Completion> = completions
+                .iter()
+                .filter(|c| not_applied.contains(&c.job_id))
+                .collect();
+            for (id, recorded) in self.record_late(&late).await? {
+                if recorded {
+                    report.applied.push(id);
+                } else {
+                    report.fenced.push(id);
+                }
             }
         }
         Ok((report, claimed))
@@ -781,27 +864,29 @@ impl JobStore for PgStore {
         })
     }
 
-    async fn prune(
+    async fn prune_feedback(
         &self,
         older_than_days: u32,
         limit: u32,
         now: Now,
-    ) -> Result<Pruned, StoreError> {
+    ) -> Result<u64, StoreError> {
         let days = i32::try_from(older_than_days).unwrap_or(i32::MAX);
         let row = self
-            .query_one(&sql::PRUNE, &[&days, &i64::from(limit), &now])
+            .query_one(&sql::PRUNE_FEEDBACK, &[&days, &i64::from(limit), &now])
             .await?;
-        Ok(Pruned {
-            jobs: row.get::<_, i64>("pruned").max(0) as u64,
-            feedback: row.get::<_, i64>("feedback").max(0) as u64,
-        })
+        Ok(row.get::<_, i64>("pruned").max(0) as u64)
     }
 
-    async fn history_days(&self, retention_days: u32, now: Now) -> Result<HistoryDays, StoreError> {
-        let days = i32::try_from(retention_days).unwrap_or(i32::MAX);
-        let row = self.query_one(&sql::HISTORY_DAYS, &[&now, &days]).await?;
-        Ok(HistoryDays {
-            added: row.get::<_, i32>("added").max(0) as u32,
+    async fn add_history_days(&self, now: Now) -> Result<u32, StoreError> {
+        let row = self.query_one(&sql::ADD_HISTORY_DAYS, &[&now]).await?;
+        Ok(row.get::<_, i32>("added").max(0) as u32)
+    }
+
+    async fn drop_history_days(&self, keep: Duration, now: Now) -> Result<DroppedDays, StoreError> {
+        let row = self
+            .query_one(&sql::DROP_HISTORY_DAYS, &[&now, &keep.as_secs_f64()])
+            .await?;
+        Ok(DroppedDays {
             dropped: row.get::<_, i32>("dropped").max(0) as u32,
             dropped_days: row.get("dropped_days"),
         })

@@ -458,6 +458,12 @@ async fn run_batch(
 
 /// Records results (and claims the next batch when `next_size` > 0). A failure is tried once
 /// more, on a fresh connection if the old one closed, before the batch gives up.
+///
+/// The failed call may have committed in part or whole (its answer lost on the way, or the
+/// claim failing after the completions committed): the second call records the same results,
+/// which applies what did not commit and finds the rest recorded already (the store records
+/// an attempt once). It claims nothing: a claim that may have committed is not taken twice,
+/// and the loop claims afresh.
 async fn record(
     store: &dyn JobStore,
     completions: &[Completion],
@@ -470,8 +476,7 @@ async fn record(
                 error = %crate::error::report(&first),
                 "recording results failed; trying once more"
             );
-            // completions are fenced by claim token, so recording twice changes nothing
-            store.complete_and_claim(completions, next_size, None).await
+            store.complete_and_claim(completions, 0, None).await
         }
     }
 }

@@ -22,24 +22,10 @@ use uuid::Uuid;
 
 use super::runtime::{Ending, Span};
 
-/// The delivery rows' attempt number for the job row `rec` (a row of job_requests or of
-/// [`super::db::STANDS`]): `tries` where the schema has it (attempts given back are not
-/// retried numbers), else `attempts`.
-pub async fn try_column(client: &Client, rec: &str) -> String {
-    let has_tries = client
-        .query_opt(
-            "SELECT 1 FROM information_schema.columns
-             WHERE table_name = 'job_requests' AND column_name = 'tries'",
-            &[],
-        )
-        .await
-        .expect("read the schema")
-        .is_some();
-    if has_tries {
-        format!("GREATEST({rec}.tries, {rec}.attempts)")
-    } else {
-        format!("{rec}.attempts")
-    }
+/// The attempt rows' number for the job row `rec` (a row of [`super::db::STANDS`]): its
+/// tries, or its attempts where more (attempts given back are not retried numbers).
+pub fn try_column(rec: &str) -> String {
+    format!("GREATEST({rec}.tries, {rec}.attempts)")
 }
 
 /// Installs the claim log on a scenario's database (before any worker runs).
@@ -73,7 +59,7 @@ const LOG_CLAIM: &str = "
         record_status text;
         new_token uuid;
     BEGIN
-        SELECT j.recorded_status::text INTO record_status FROM job_states AS j
+        SELECT j.status::text INTO record_status FROM job_states AS j
         WHERE j.id = CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END;
         record_status := coalesce(record_status, 'no record');
         new_token := CASE WHEN TG_OP = 'DELETE' THEN NULL ELSE NEW.claim_token END;

@@ -1,18 +1,17 @@
-//! What the job tables say at the end of a scenario. A job's record is in job_requests
-//! (the accepted request); an open job (pending or failed) has one row in job_queue, whose
-//! claim token says a worker holds it and whose attempts, tries and due time are the live
-//! ones; a finished job has no queue row and one row in job_outcomes (its final status).
+//! What the job tables say at the end of a scenario. A job's request is in job_requests; an
+//! open job (pending, failed, processing) has one row in job_queue, whose claim token says a
+//! worker holds it and whose attempts, tries and due time are the live ones; an ended job has
+//! no queue row and one row in job_outcomes (its final status).
 
 use std::collections::HashMap;
 
 use tokio_postgres::Client;
 use uuid::Uuid;
 
-/// Each job as it stands, to select from (`FROM ({STANDS}) j`): the view job_states
-/// (migrations 0011 and 0012: the record, with the live attempts, tries, budget and due time
-/// of an open job from its queue row, `processing` while that row holds a claim, and a
-/// finished job's from its outcome row), its status as text, and whether it has a queue row
-/// (`queued`) at all.
+/// Each job as it stands, to select from (`FROM ({STANDS}) j`): the view job_states (the
+/// request, with the live attempts, tries, budget and due time of an open job from its queue
+/// row, `processing` while that row holds a claim, and an ended job's from its outcome row),
+/// its status as text, and whether it has a queue row (`queued`) at all.
 pub const STANDS: &str = "
     SELECT s.id, s.organization_id, s.channel, s.payload, s.status::text AS status,
            s.attempts, s.max_attempts, s.tries, s.next_attempt_at, s.updated_at,
@@ -60,15 +59,13 @@ pub async fn queue(client: &Client) -> Queue {
     }
 }
 
-/// Jobs whose queue and outcome rows disagree (0012_job_outcomes.sql): a job with neither
-/// (never claimed again, never ended: lost), or a queue row with an outcome row beside it
-/// or no record.
+/// Jobs whose queue and outcome rows disagree: a request with neither (never claimed again,
+/// never ended: lost), or a queue row with an outcome row beside it or no request.
 pub async fn queue_mismatches(client: &Client) -> u64 {
     crate::count(
         client,
         "SELECT (SELECT count(*) FROM job_requests j
-                 WHERE j.status IN ('pending', 'failed')
-                   AND NOT EXISTS (SELECT 1 FROM job_queue q WHERE q.id = j.id)
+                 WHERE NOT EXISTS (SELECT 1 FROM job_queue q WHERE q.id = j.id)
                    AND NOT EXISTS (SELECT 1 FROM job_outcomes o WHERE o.job_id = j.id))
               + (SELECT count(*) FROM job_queue q
                  WHERE NOT EXISTS (SELECT 1 FROM job_requests j WHERE j.id = q.id)
@@ -109,7 +106,7 @@ pub async fn missing_rows(client: &Client, accepted: &[Uuid]) -> u64 {
 /// Jobs whose attempts (live ones for an open job) are not each recorded by exactly one
 /// delivery row.
 pub async fn attempts_without_rows(client: &Client) -> u64 {
-    let attempts = super::claims::try_column(client, "j").await;
+    let attempts = super::claims::try_column("j");
     crate::count(
         client,
         &format!(

@@ -70,7 +70,7 @@ async fn outage_run(client: &tokio_postgres::Client, worker: &Function, run: i32
     let summary = invoke_scheduled(worker, TIMEOUT).await;
     row.runs += 1;
     row.note(format!("run {run} during the outage: {summary:?}"));
-    let tries = claims::try_column(client, "j").await;
+    let tries = claims::try_column("j");
     let bad = crate::count(
         client,
         &format!(
@@ -117,7 +117,7 @@ async fn check_histories(client: &tokio_postgres::Client, accepted: &[Uuid], row
         .map(|_| "held".to_owned())
         .chain(["sent".to_owned()])
         .collect();
-    let tries = claims::try_column(client, "j").await;
+    let tries = claims::try_column("j");
     let r = client
         .query_one(
             &format!(
