@@ -13,7 +13,11 @@
 //! answered; and when the `PUT` itself fails, the invocation fails, so Lambda's retries of an
 //! asynchronous invocation run it again (migrating twice is a no-op).
 //!
-//! - `Create`, `Update`: apply the embedded migrations; `SUCCESS` with `Data.applied`.
+//! - `Create`, `Update`: apply the embedded migrations up to the resource's `SchemaVersion`
+//!   property (the version the deployed code needs) and no further; `SUCCESS` with
+//!   `Data.applied`. A database already past that version is left as it is: that is the
+//!   `Update` a rolled-back deploy sends, with the previous template's properties, and the
+//!   release rolled back to runs on the newer schema (every migration keeps it working).
 //! - `Delete`: `SUCCESS` without touching the database. The schema and its rows outlive the
 //!   stack; dropping data is not a deploy's job. (A `Create` that failed is followed by a
 //!   `Delete` too, which must not fail for the rollback to finish.)
@@ -79,23 +83,36 @@ pub struct Request {
     pub old_resource_properties: Option<Value>,
 }
 
-/// What a request type asks of the migrator.
+/// What a request asks of the migrator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// `Create` and `Update`: apply pending migrations.
-    Migrate,
+    /// `Create` and `Update`: apply pending migrations up to this schema version.
+    Migrate { to: i32 },
     /// `Delete`: answer without touching the database.
     LeaveAlone,
-    /// Anything else: answer `FAILED`.
-    Refuse,
 }
 
-/// The decision, by request type alone.
-pub fn decide(request_type: &str) -> Action {
-    match request_type {
-        "Create" | "Update" => Action::Migrate,
-        "Delete" => Action::LeaveAlone,
-        _ => Action::Refuse,
+/// The property naming the schema version the deployed code needs.
+pub const SCHEMA_VERSION: &str = "SchemaVersion";
+
+/// The decision: by request type, and for `Create` and `Update` the `SchemaVersion` of the
+/// properties sent (on a rollback, the previous template's).
+pub fn decide(request: &Request) -> Result<Action, MigrationError> {
+    match request.request_type.as_str() {
+        "Create" | "Update" => {
+            let value = &request.resource_properties[SCHEMA_VERSION];
+            // CloudFormation sends every property value as a string
+            let to = match value {
+                Value::String(s) => s.trim().parse::<i32>().ok(),
+                Value::Number(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()),
+                _ => None,
+            }
+            .filter(|v| *v >= 1)
+            .ok_or_else(|| MigrationError::SchemaVersion(value.to_string()))?;
+            Ok(Action::Migrate { to })
+        }
+        "Delete" => Ok(Action::LeaveAlone),
+        other => Err(MigrationError::UnknownRequestType(other.to_owned())),
     }
 }
 
@@ -135,6 +152,11 @@ pub struct Data {
 pub enum MigrationError {
     #[error("RequestType {0:?} is not Create, Update or Delete")]
     UnknownRequestType(String),
+    #[error(
+        "the resource's SchemaVersion property must be the schema version the deployed code \
+         needs (a whole number from 1), not {0}"
+    )]
+    SchemaVersion(String),
     #[error("cannot read the database settings")]
     Config(#[source] ConnectError),
     #[error(transparent)]
@@ -240,7 +262,7 @@ pub async fn handle<M, F>(
     migrate: M,
 ) -> Result<Response, HandleError>
 where
-    M: FnOnce(Instant) -> F,
+    M: FnOnce(i32, Instant) -> F,
     F: Future<Output = Result<MigrateReport, MigrationError>>,
 {
     let request: Request = serde_json::from_value(payload).map_err(HandleError::NotARequest)?;
@@ -252,19 +274,17 @@ where
         "custom resource request"
     );
     let started = Instant::now();
-    let done = match decide(&request.request_type) {
-        Action::LeaveAlone => Ok(None),
-        Action::Refuse => Err(MigrationError::UnknownRequestType(
-            request.request_type.clone(),
-        )),
-        Action::Migrate => {
+    let done = match decide(&request) {
+        Err(err) => Err(err),
+        Ok(Action::LeaveAlone) => Ok(None),
+        Ok(Action::Migrate { to }) => {
             let give_up_at = invocation
                 .deadline
                 .checked_sub(RESPONSE_RESERVE)
                 .unwrap_or(started)
                 .max(started);
-            match tokio::time::timeout_at(give_up_at, migrate(give_up_at)).await {
-                Ok(result) => result.map(Some),
+            match tokio::time::timeout_at(give_up_at, migrate(to, give_up_at)).await {
+                Ok(result) => result.map(|report| Some((to, report))),
                 Err(_) => Err(MigrationError::TimedOut(started.elapsed())),
             }
         }
@@ -272,7 +292,7 @@ where
     let response = match &done {
         Ok(report) => answer(
             &request,
-            Ok(report.as_ref()),
+            Ok(report.as_ref().map(|(to, report)| (*to, report))),
             invocation.log_stream.as_deref(),
         ),
         Err(err) => {
@@ -288,21 +308,31 @@ where
     Ok(response)
 }
 
-/// The answer to `request` given what was done: `Ok(Some(report))` after migrating, `Ok(None)`
-/// when there was nothing to do, `Err` with why it failed.
+/// The answer to `request` given what was done: `Ok(Some((version, report)))` after
+/// migrating to `version`, `Ok(None)` when there was nothing to do, `Err` with why it failed.
 pub fn answer(
     request: &Request,
-    done: Result<Option<&MigrateReport>, &(dyn Error + 'static)>,
+    done: Result<Option<(i32, &MigrateReport)>, &(dyn Error + 'static)>,
     log_stream: Option<&str>,
 ) -> Response {
     let (status, reason, data) = match done {
-        Ok(Some(report)) => (
+        Ok(Some((to, report))) => (
             Status::Success,
-            format!(
-                "applied {} migration(s), {} already applied",
-                report.applied.len(),
-                report.already_applied
-            ),
+            if report.schema_version > to {
+                format!(
+                    "schema version {to} asked for; the database is at version {}, ahead of \
+                     it, and is left as it is (a migration is never undone: the release that \
+                     needs {to} runs on it)",
+                    report.schema_version
+                )
+            } else {
+                format!(
+                    "applied {} migration(s), {} already applied: schema version {}",
+                    report.applied.len(),
+                    report.already_applied,
+                    report.schema_version
+                )
+            },
             Some(Data {
                 applied: report.applied.len(),
                 already_applied: report.already_applied,
@@ -351,12 +381,24 @@ fn shorten(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-/// Connects with `db` and applies the embedded migrations. A connection that is refused or
+/// Connects with `db` and applies the embedded migrations up to version `to`. A connection
+/// that is refused or
 /// not answered is tried again, with growing waits, until `give_up_at`: a new RDS Proxy
 /// target or a database still starting needs a while. Refused credentials are not retried
 /// (`connect` has already read the secret again).
 pub async fn apply_migrations(
     db: Result<DbConfig, ConnectError>,
+    to: i32,
+    give_up_at: Instant,
+) -> Result<MigrateReport, MigrationError> {
+    apply_migration_files(db, migrate::MIGRATIONS, to, give_up_at).await
+}
+
+/// [`apply_migrations`] with a given set of files (the tests add later ones).
+pub async fn apply_migration_files(
+    db: Result<DbConfig, ConnectError>,
+    files: &[(&'static str, &'static str)],
+    to: i32,
     give_up_at: Instant,
 ) -> Result<MigrateReport, MigrationError> {
     let db = db.map_err(MigrationError::Config)?;
@@ -372,7 +414,7 @@ pub async fn apply_migrations(
             Err(err) => return Err(MigrationError::Connect(err)),
         }
     };
-    Ok(migrate::run(&mut client).await?)
+    Ok(migrate::run_files_to(&mut client, files, to).await?)
 }
 
 /// Delivers answers: an HTTP/1.1 `PUT` over rustls with the system's root certificates.
@@ -481,23 +523,47 @@ mod tests {
         }
     }
 
+    fn with_version(mut request: Request, version: Value) -> Request {
+        request.resource_properties = serde_json::json!({ SCHEMA_VERSION: version });
+        request
+    }
+
     #[test]
-    fn create_and_update_migrate_delete_leaves_the_database_alone() {
-        assert_eq!(decide("Create"), Action::Migrate);
-        assert_eq!(decide("Update"), Action::Migrate);
-        assert_eq!(decide("Delete"), Action::LeaveAlone);
-        assert_eq!(decide("delete"), Action::Refuse);
-        assert_eq!(decide(""), Action::Refuse);
+    fn create_and_update_migrate_to_their_schema_version_delete_leaves_the_database_alone() {
+        let decided = |kind: &str, version: Value| {
+            decide(&with_version(request(kind, None), version)).map_err(|e| e.to_string())
+        };
+        assert_eq!(decided("Create", "3".into()), Ok(Action::Migrate { to: 3 }));
+        assert_eq!(
+            decided("Update", "12".into()),
+            Ok(Action::Migrate { to: 12 })
+        );
+        assert_eq!(decided("Update", 4.into()), Ok(Action::Migrate { to: 4 }));
+        assert_eq!(decided("Delete", Value::Null), Ok(Action::LeaveAlone));
+        for bad in [
+            Value::Null,
+            "".into(),
+            "0".into(),
+            "three".into(),
+            "-1".into(),
+        ] {
+            let err = decided("Create", bad.clone()).unwrap_err();
+            assert!(err.contains("SchemaVersion"), "{bad}: {err}");
+        }
+        for kind in ["delete", ""] {
+            let err = decided(kind, "3".into()).unwrap_err();
+            assert!(err.contains("is not Create, Update or Delete"), "{err}");
+        }
     }
 
     #[test]
     fn a_create_gets_the_stable_physical_id_and_an_update_keeps_the_one_it_had() {
         let report = MigrateReport::default();
-        let created = answer(&request("Create", None), Ok(Some(&report)), None);
+        let created = answer(&request("Create", None), Ok(Some((3, &report))), None);
         assert_eq!(created.physical_resource_id, PHYSICAL_RESOURCE_ID);
         let updated = answer(
             &request("Update", Some("earlier-id")),
-            Ok(Some(&report)),
+            Ok(Some((3, &report))),
             None,
         );
         assert_eq!(updated.physical_resource_id, "earlier-id");
@@ -506,11 +572,16 @@ mod tests {
     #[test]
     fn the_answer_has_the_documented_field_names() {
         let report = MigrateReport {
-            applied: vec!["0001_a.sql".into(), "0002_b.sql".into()],
+            applied: vec!["0004_a.sql".into(), "0005_b.sql".into()],
             already_applied: 3,
+            schema_version: 5,
         };
-        let body = serde_json::to_value(answer(&request("Create", None), Ok(Some(&report)), None))
-            .unwrap();
+        let body = serde_json::to_value(answer(
+            &request("Create", None),
+            Ok(Some((5, &report))),
+            None,
+        ))
+        .unwrap();
         assert_eq!(body["Status"], "SUCCESS");
         assert_eq!(body["PhysicalResourceId"], PHYSICAL_RESOURCE_ID);
         assert_eq!(
@@ -524,6 +595,26 @@ mod tests {
             serde_json::json!({"applied": 2, "already_applied": 3})
         );
         assert!(body["Reason"].as_str().unwrap().contains("applied 2"));
+        assert!(body["Reason"]
+            .as_str()
+            .unwrap()
+            .contains("schema version 5"));
+    }
+
+    #[test]
+    fn a_database_ahead_of_the_version_asked_for_is_said_to_be_left_as_it_is() {
+        let report = MigrateReport {
+            applied: vec![],
+            already_applied: 3,
+            schema_version: 4,
+        };
+        let rollback = answer(&request("Update", Some("p")), Ok(Some((3, &report))), None);
+        assert_eq!(rollback.status, Status::Success);
+        assert!(
+            rollback.reason.contains("at version 4, ahead of it"),
+            "{}",
+            rollback.reason
+        );
     }
 
     #[test]

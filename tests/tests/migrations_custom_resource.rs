@@ -2,8 +2,12 @@
 //! empty database and a local stand-in for the presigned S3 `ResponseURL`: what CloudFormation
 //! would read, what the database holds, and that an answer is delivered on every path.
 //!
-//! The events are `tests/fixtures/events/migrations_{create,update,delete}.json`, with the
-//! `ResponseURL`'s scheme and host pointed at the stand-in (path and signed query kept).
+//! The events are `tests/fixtures/events/migrations_*.json` (CloudFormation's request shapes:
+//! a Create, an Update to the next schema version, the Update a rollback of that sends, a
+//! Delete), with the `ResponseURL`'s scheme and host pointed at the stand-in (path and signed
+//! query kept), and their `SchemaVersion`s set from the code's: the Create's and the
+//! rollback's this code's version, the Update's the next, which is the tests' own migration
+//! (`integration_tests::test_migration`), standing for the next release's.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,12 +17,17 @@ use integration_tests::TestDb;
 use serde_json::Value;
 use shared::config::{pairs, Vars};
 use shared::custom_resource::{
-    self, apply_migrations, HandleError, Invocation, MigrationError, RespondError, Responder,
+    self, apply_migration_files, HandleError, Invocation, MigrationError, RespondError, Responder,
     Status, PHYSICAL_RESOURCE_ID, RESPONSE_RESERVE,
 };
 use shared::db::DbConfig;
 use shared::migrate::{MigrateReport, MIGRATIONS};
 use tokio::time::Instant;
+
+/// The schema version this code needs.
+fn code_version() -> i32 {
+    shared::migrate::latest_version()
+}
 
 const LOG_STREAM: &str = "2025/01/01/[$LATEST]0123456789abcdef0123456789abcdef";
 
@@ -30,6 +39,16 @@ fn event(name: &str, stand_in: &ResponseUrlStandIn) -> (Value, String) {
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut event: Value = serde_json::from_str(&text).unwrap();
+    let (this, next) = (code_version().to_string(), (code_version() + 1).to_string());
+    let (new, old) = match name {
+        "update" => (next, Some(this)),
+        "update_rollback" => (this, Some(next)),
+        _ => (this, None),
+    };
+    event["ResourceProperties"]["SchemaVersion"] = Value::String(new);
+    if let Some(old) = old {
+        event["OldResourceProperties"]["SchemaVersion"] = Value::String(old);
+    }
     let original = event["ResponseURL"].as_str().unwrap().to_owned();
     event["ResponseURL"] = Value::String(stand_in.rewrite(&original));
     (event, original)
@@ -52,15 +71,32 @@ fn closed_port() -> u16 {
         .port()
 }
 
-/// Runs the handler on `event` against `config`, as the function's main does.
+/// Runs the handler on `event` against `config`, as the function's main does, with the code of
+/// the next release: the embedded migrations and the test migration after them.
 async fn run(
     event: Value,
     invocation: &Invocation,
     config: Result<DbConfig, shared::db::ConnectError>,
 ) -> Result<custom_resource::Response, HandleError> {
+    run_with(
+        &integration_tests::with_test_migration(),
+        event,
+        invocation,
+        config,
+    )
+    .await
+}
+
+/// The same with the code whose migrations are `files`.
+async fn run_with(
+    files: &[(&'static str, &'static str)],
+    event: Value,
+    invocation: &Invocation,
+    config: Result<DbConfig, shared::db::ConnectError>,
+) -> Result<custom_resource::Response, HandleError> {
     let responder = Responder::new().expect("the system's root certificates load");
-    custom_resource::handle(event, invocation, &responder, |give_up_at| {
-        apply_migrations(config, give_up_at)
+    custom_resource::handle(event, invocation, &responder, |to, give_up_at| {
+        apply_migration_files(config, files, to, give_up_at)
     })
     .await
 }
@@ -76,6 +112,8 @@ async fn recorded_migrations(db: &TestDb) -> Vec<String> {
         .collect()
 }
 
+/// A Create migrates to the version its properties name, and no further (the code knows the
+/// test migration after it; it is not applied).
 #[tokio::test]
 async fn create_applies_every_migration_and_puts_success_with_the_count() {
     let db = TestDb::empty().await;
@@ -116,27 +154,106 @@ async fn create_applies_every_migration_and_puts_success_with_the_count() {
     assert_eq!(recorded_migrations(&db).await, expected);
 }
 
+/// A deploy to the next schema version, then its rollback, as CloudFormation runs them: the
+/// Update applies the new migration only; the Update of UPDATE_ROLLBACK_IN_PROGRESS (the
+/// previous template's properties, SchemaVersion 3) changes nothing and succeeds, whether the
+/// migrator serving it is the new code or the previous release's (which knows migrations up to
+/// 3 only); the Delete that follows a failed stack leaves the data.
 #[tokio::test]
-async fn an_update_after_the_create_applies_nothing_and_keeps_the_physical_id() {
+async fn an_update_migrates_to_its_version_and_its_rollback_changes_nothing() {
     let db = TestDb::empty().await;
     let mut stand_in = ResponseUrlStandIn::start().await;
     let (create, _) = event("create", &stand_in);
     let (update, _) = event("update", &stand_in);
+    let (rollback, _) = event("update_rollback", &stand_in);
+    let (delete, _) = event("delete", &stand_in);
     let budget = invocation(Duration::from_secs(60));
+    let all: Vec<String> = integration_tests::with_test_migration()
+        .iter()
+        .map(|(name, _)| name.to_string())
+        .collect();
 
     run(create, &budget, Ok(db.config.clone())).await.unwrap();
     assert_eq!(stand_in.next().await.json()["Status"], "SUCCESS");
+    assert_eq!(recorded_migrations(&db).await.len(), MIGRATIONS.len());
+
     run(update.clone(), &budget, Ok(db.config.clone()))
         .await
         .unwrap();
-
     let body = stand_in.next().await.json();
     assert_eq!(body["Status"], "SUCCESS", "{body}");
     assert_eq!(body["PhysicalResourceId"], update["PhysicalResourceId"]);
     assert_eq!(body["RequestId"], update["RequestId"]);
-    assert_eq!(body["Data"]["applied"], 0);
+    assert_eq!(body["Data"]["applied"], 1, "{body}");
     assert_eq!(body["Data"]["already_applied"], MIGRATIONS.len());
-    assert_eq!(recorded_migrations(&db).await.len(), MIGRATIONS.len());
+    assert_eq!(recorded_migrations(&db).await, all);
+
+    // the rollback's Update, served by the new code, then by the previous release's
+    let previous_release = MIGRATIONS.to_vec();
+    for files in [integration_tests::with_test_migration(), previous_release] {
+        run_with(&files, rollback.clone(), &budget, Ok(db.config.clone()))
+            .await
+            .unwrap();
+        let body = stand_in.next().await.json();
+        assert_eq!(body["Status"], "SUCCESS", "{body}");
+        assert_eq!(body["RequestId"], rollback["RequestId"]);
+        assert_eq!(body["PhysicalResourceId"], update["PhysicalResourceId"]);
+        assert_eq!(body["Data"]["applied"], 0, "{body}");
+        let reason = body["Reason"].as_str().unwrap();
+        let ahead = format!(
+            "the database is at version {}, ahead of it",
+            code_version() + 1
+        );
+        assert!(reason.contains(&ahead), "{reason}");
+        assert_eq!(recorded_migrations(&db).await, all, "nothing undone");
+    }
+    let column = integration_tests::count(
+        &db.client().await,
+        "SELECT count(*) FROM information_schema.columns
+         WHERE table_name = 'job_queue' AND column_name = 'online_test'",
+    )
+    .await;
+    assert_eq!(column, 1, "the newer schema is kept");
+
+    run(delete, &budget, Ok(db.config.clone())).await.unwrap();
+    assert_eq!(stand_in.next().await.json()["Status"], "SUCCESS");
+    assert_eq!(
+        recorded_migrations(&db).await,
+        all,
+        "a Delete keeps the data"
+    );
+}
+
+/// An Update naming a schema version the migrator's code does not have (a template ahead of
+/// its code) fails with a reason that says so, and changes nothing.
+#[tokio::test]
+async fn an_update_to_a_version_the_code_does_not_know_fails_and_says_why() {
+    let db = TestDb::empty().await;
+    let mut stand_in = ResponseUrlStandIn::start().await;
+    let (update, _) = event("update", &stand_in);
+    run_with(
+        MIGRATIONS,
+        update,
+        &invocation(Duration::from_secs(60)),
+        Ok(db.config.clone()),
+    )
+    .await
+    .unwrap();
+    let body = stand_in.next().await.json();
+    assert_eq!(body["Status"], "FAILED", "{body}");
+    let reason = body["Reason"].as_str().unwrap();
+    let unknown = format!(
+        "schema version {} was asked for, but this code has migrations up to version {}",
+        code_version() + 1,
+        code_version()
+    );
+    assert!(reason.contains(&unknown), "{reason}");
+    let untouched = integration_tests::count(
+        &db.client().await,
+        "SELECT count(*) FROM pg_tables WHERE tablename = 'schema_migrations'",
+    )
+    .await;
+    assert_eq!(untouched, 0);
 }
 
 #[tokio::test]
@@ -235,7 +352,7 @@ async fn delete_answers_success_without_touching_the_database() {
         delete.clone(),
         &invocation(Duration::from_secs(60)),
         &responder,
-        |_| async {
+        |_, _| async {
             touched.store(true, Ordering::SeqCst);
             Err::<MigrateReport, _>(MigrationError::TimedOut(Duration::ZERO))
         },
@@ -267,7 +384,7 @@ async fn migrations_cut_off_by_the_deadline_are_answered_failed_in_time() {
         create,
         &invocation(Duration::from_secs(1)),
         &responder,
-        |_| std::future::pending(),
+        |_, _| std::future::pending(),
     )
     .await
     .expect("answered");
@@ -308,7 +425,7 @@ async fn a_5xx_from_s3_is_retried_and_a_403_is_the_invocation_s_error() {
     let (delete, _) = event("delete", &stand_in);
     let responder = Responder::new().unwrap();
     let budget = invocation(Duration::from_secs(60));
-    let never = |_| async { unreachable!("Delete migrates nothing") };
+    let never = |_, _| async { unreachable!("Delete migrates nothing") };
     custom_resource::handle(delete.clone(), &budget, &responder, never)
         .await
         .expect("delivered on the retry");
@@ -346,7 +463,7 @@ async fn an_event_that_is_not_a_custom_resource_request_is_an_error_and_sends_no
         scheduled,
         &invocation(Duration::from_secs(60)),
         &responder,
-        |_| async { unreachable!("nothing to migrate for") },
+        |_, _| async { unreachable!("nothing to migrate for") },
     )
     .await
     .unwrap_err();

@@ -499,6 +499,13 @@ fn every_app_function_waits_for_the_migrations_of_its_deploy() {
             .any(|v| is(v, "!Ref", "MigrateFunction.Version")),
         "a property must be !Ref MigrateFunction.Version"
     );
+    // the schema version the code needs: the migrator migrates to it and no further, and a
+    // rollback sends the previous release's
+    assert_eq!(
+        number(get(properties, &["SchemaVersion"])),
+        u64::try_from(shared::migrate::latest_version()).unwrap(),
+        "SchemaVersion must be the highest migration's number (migrations/)"
+    );
     assert_eq!(
         get(
             &t,

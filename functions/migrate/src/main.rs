@@ -26,10 +26,10 @@ async fn main() -> Result<(), Error> {
             // Boxed: unboxed, the futures nest deep enough (the SDK's config loader inside
             // `from_env`, in the handler, in the runtime) to overflow rustc's query depth when
             // the binary is built for tests (`cargo clippy --all-targets`).
-            let migrate = |give_up_at| -> Pin<Box<dyn Future<Output = _> + Send>> {
+            let migrate = |to, give_up_at| -> Pin<Box<dyn Future<Output = _> + Send>> {
                 Box::pin(async move {
                     let db = DbConfig::from_env().await;
-                    custom_resource::apply_migrations(db, give_up_at).await
+                    custom_resource::apply_migrations(db, to, give_up_at).await
                 })
             };
             let response =
