@@ -26,6 +26,20 @@ pub fn report(err: &(dyn Error + 'static)) -> String {
     line
 }
 
+/// A failed worker or sweeper invocation: logged once with its whole cause chain, and
+/// reported to Lambda with `kind` (its class) as `errorType`.
+pub fn failed_invocation(
+    kind: &'static str,
+    err: &(dyn Error + 'static),
+) -> lambda_runtime::Diagnostic {
+    let message = report(err);
+    tracing::error!(kind, error = %message, "the invocation fails");
+    lambda_runtime::Diagnostic {
+        error_type: kind.to_owned(),
+        error_message: message,
+    }
+}
+
 /// One error's own text, a PostgreSQL error's as [`database_error`] gives it.
 fn describe(err: &(dyn Error + 'static)) -> String {
     if let Some(db) = err.downcast_ref::<DbError>() {

@@ -106,9 +106,7 @@ impl SweeperConfig {
             feedback_match_window: Duration::from_secs(Self::DEFAULT_FEEDBACK_MATCH_WINDOW_SECS),
         })
     }
-}
 
-impl SweeperConfig {
     /// How long after a job ended its history is kept: RETENTION_DAYS, and at least the
     /// feedback window.
     pub fn history_kept(&self) -> Duration {
@@ -176,12 +174,7 @@ impl SweepFailed {
 /// sees it), after every step has had its turn.
 impl From<SweepFailed> for lambda_runtime::Diagnostic {
     fn from(err: SweepFailed) -> Self {
-        let message = crate::error::report(&err);
-        tracing::error!(kind = err.kind(), error = %message, "sweeper steps failed; the invocation fails");
-        lambda_runtime::Diagnostic {
-            error_type: err.kind().to_owned(),
-            error_message: message,
-        }
+        crate::error::failed_invocation(err.kind(), &err)
     }
 }
 

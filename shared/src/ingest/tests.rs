@@ -39,7 +39,7 @@ impl JobStore for Untouchable {
             Some(list)
                 if jobs
                     .iter()
-                    .all(|job| list.iter().any(|r| r == job.recipient())) =>
+                    .all(|job| list.iter().any(|r| job.payload["to"] == r.as_str())) =>
             {
                 Ok(jobs.iter().map(|_| Inserted::Suppressed).collect())
             }

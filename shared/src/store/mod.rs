@@ -70,12 +70,7 @@ impl StoreError {
 /// chain, and reported to Lambda with its class as `errorType`.
 impl From<StoreError> for lambda_runtime::Diagnostic {
     fn from(err: StoreError) -> Self {
-        let message = crate::error::report(&err);
-        tracing::error!(kind = err.kind(), error = %message, "store error; the invocation fails");
-        lambda_runtime::Diagnostic {
-            error_type: err.kind().to_owned(),
-            error_message: message,
-        }
+        crate::error::failed_invocation(err.kind(), &err)
     }
 }
 
@@ -142,13 +137,6 @@ pub enum Inserted {
     /// The organization suppressed the recipient: nothing was written (checked before the
     /// key, so a replay of a request accepted before the suppression is refused too).
     Suppressed,
-}
-
-impl NewJob {
-    /// The recipient: `to` as ingest normalised it, the suppression list's key.
-    pub fn recipient(&self) -> &str {
-        self.payload["to"].as_str().unwrap_or_default()
-    }
 }
 
 /// A job claimed for one delivery attempt.

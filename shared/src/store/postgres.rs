@@ -495,6 +495,7 @@ fn summary(row: &Row) -> Result<JobSummary, StoreError> {
 }
 
 /// Completions as the statements take them: one array per column.
+#[derive(Default)]
 struct Columns<'a> {
     ids: Vec<Uuid>,
     tokens: Vec<Uuid>,
@@ -512,20 +513,7 @@ struct Columns<'a> {
 
 impl<'a> Columns<'a> {
     fn of(completions: impl IntoIterator<Item = &'a Completion>) -> Self {
-        let mut columns = Columns {
-            ids: Vec::new(),
-            tokens: Vec::new(),
-            attempts: Vec::new(),
-            outcomes: Vec::new(),
-            retry_at: Vec::new(),
-            providers: Vec::new(),
-            message_ids: Vec::new(),
-            error_codes: Vec::new(),
-            error_messages: Vec::new(),
-            started: Vec::new(),
-            finished: Vec::new(),
-            created: Vec::new(),
-        };
+        let mut columns = Columns::default();
         for c in completions {
             columns.ids.push(c.job_id);
             columns.tokens.push(c.claim_token);
