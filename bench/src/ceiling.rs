@@ -1,4 +1,4 @@
-//! 6: the ceiling — the worker's own SQL, read from shared/sql at run time, driven by
+//! 6: the ceiling — the worker's own SQL, read from shared/postgres/sql at run time, driven by
 //! pgbench with no application in the loop, in the shape the worker runs it: complete.sql
 //! with claim.sql in its `claimed` CTE, one statement (one commit) per batch that completes
 //! the batch in hand (all sent) and claims the next. Each pgbench client carries its batch
@@ -64,7 +64,7 @@ fn version_of(bin: &Path) -> u32 {
 }
 
 fn sql_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/sql")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/postgres/sql")
 }
 
 /// The file without its full-line comments.
@@ -169,7 +169,7 @@ pub fn script() -> Result<String> {
             if complete.contains(MARKER) { "" } else { " without the claim marker" },
         );
     }
-    // as shared::store::sql::COMPLETE_AND_CLAIM composes it: claim.sql's $1 (batch size) and
+    // as notify_postgres::sql::COMPLETE_AND_CLAIM composes it: claim.sql's $1 (batch size) and
     // $2 (the current time, NULL: the server's) are complete.sql's too
     let statement = complete
         .replace(MARKER, &claim)

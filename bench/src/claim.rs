@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use shared::store::{Completion, Decision, JobStore};
+use notify_core::store::{Completion, Decision, JobStore};
 
 use crate::db::{Bench, HISTORY_DB, ORG};
 use crate::stats::{rounded, rounded_all, Latency, Samples};
@@ -334,7 +334,7 @@ pub async fn explain(bench: &Bench, batch: u32) -> Result<String> {
         client
             .batch_execute(&format!(
                 "PREPARE bench_claim(bigint, timestamptz) AS {}",
-                shared::store::sql::CLAIM.sql
+                notify_postgres::sql::CLAIM.sql
             ))
             .await
             .context("prepare the claim")?;

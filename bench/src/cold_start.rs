@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use shared::db::DbConfig;
+use notify_postgres::db::DbConfig;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
@@ -330,7 +330,7 @@ async fn connected(bench: &Bench, app: &str) -> Result<bool> {
 /// A function that connected at init with MIGRATE_ON_START=true left the schema current.
 async fn check_migrated(url: &str, label: &str) -> Result<()> {
     let client = DbConfig::new(url, None)?.connect().await?;
-    if let Some(missing) = shared::migrate::first_missing(&client).await? {
+    if let Some(missing) = notify_postgres::migrate::first_missing(&client).await? {
         bail!(
             "{label}: connected at init with MIGRATE_ON_START=true, yet {missing} is not applied"
         );

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
-use shared::db::DbConfig;
+use notify_postgres::db::DbConfig;
 use tokio_postgres::Client;
 
 pub const DB: &str = "notif_bench";
@@ -45,7 +45,7 @@ pub const ORG: &str = "0b9d8c1e-0000-4000-8000-000000000001";
 /// How long after its `send_at` a job expires when its request gives no `expires_at`, in
 /// seconds: ingest's default (`JOB_MAX_AGE_SECS`), which the fills write as ingest does.
 pub fn max_age_secs() -> i64 {
-    shared::ingest::DEFAULT_MAX_AGE.as_secs() as i64
+    notify_api::DEFAULT_MAX_AGE.as_secs() as i64
 }
 
 pub struct Bench {
@@ -80,7 +80,7 @@ impl Bench {
             .connect()
             .await
             .with_context(|| format!("connect to {db}"))?;
-        shared::migrate::run(&mut client)
+        notify_postgres::migrate::run(&mut client)
             .await
             .with_context(|| format!("migrate {db}"))?;
         Ok(Self {
@@ -167,7 +167,7 @@ impl Bench {
                         max_attempts, created_at, created_at
                  FROM jobs",
                     id = uuid_v7("clock_timestamp()"),
-                    max_attempts = shared::ingest::validate::DEFAULT_MAX_ATTEMPTS,
+                    max_attempts = notify_api::validate::DEFAULT_MAX_ATTEMPTS,
                 ),
                 &[&n, &max_age_secs()],
             )
@@ -304,7 +304,7 @@ async fn drop_database(client: &Client, db: &str) {
 }
 
 pub fn url_with_db(url: &str, db: &str) -> Result<String> {
-    shared::db::url_with_dbname(url, db).with_context(|| {
+    notify_postgres::db::url_with_dbname(url, db).with_context(|| {
         "DATABASE_URL must be a postgres:// URL for the benchmark (pgbench and the peer use it)"
     })
 }

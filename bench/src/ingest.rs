@@ -9,8 +9,8 @@ use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request};
 use serde::Serialize;
 use serde_json::{json, Value};
-use shared::ingest::{Ingest, IngestConfig};
-use shared::store::PgStore;
+use notify_api::{Ingest, IngestConfig};
+use notify_postgres::PgStore;
 use uuid::Uuid;
 
 use crate::db::Bench;

@@ -1,7 +1,7 @@
 //! 4: accept → provider-call latency: from ingest's 202 to the moment the delivery port is
 //! called, with requests arriving at a steady rate.
 //!
-//! - Polling on: one worker runs `shared::worker::run` with `WORKER_POLL_SECS` set, so it
+//! - Polling on: one worker runs `notify_core::worker::run` with `WORKER_POLL_SECS` set, so it
 //!   keeps claiming (every `POLL_INTERVAL` when the queue is empty) while requests arrive.
 //! - Polling off: the worker runs only when the schedule fires (EventBridge, every minute in
 //!   template.yaml) and stops once nothing is due. A minute per tick would make the run long,
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
-use shared::store::JobStore;
+use notify_core::store::JobStore;
 use uuid::Uuid;
 
 use crate::db::Bench;

@@ -160,7 +160,7 @@ fn main() -> Result<()> {
         .context("DATABASE_URL is not set: run `make bench` (or tests/scripts/bench.sh), which starts a durable PostgreSQL")?;
     out::capture_stdout().context("redirect stdout")?;
     // the functions' own JSON logging, as in Lambda (its output goes to /dev/null here)
-    shared::telemetry::logs::init();
+    notify_core::telemetry::logs::init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -263,7 +263,7 @@ async fn node(bench: &Bench, mode: &str) -> Result<String> {
 
 pub async fn setup(bench: &Bench) -> Result<tokio_postgres::Client> {
     node(bench, "setup").await?;
-    let db = shared::db::DbConfig::new(&bench.peer_url, None)?;
+    let db = notify_postgres::db::DbConfig::new(&bench.peer_url, None)?;
     Ok(db.connect().await?)
 }
 

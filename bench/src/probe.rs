@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use shared::db::DbConfig;
+use notify_postgres::db::DbConfig;
 use tokio_postgres::Client;
 
 /// One table's cumulative counters (`pg_stat_user_tables`; as a delta once diffed) and its

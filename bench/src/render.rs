@@ -131,7 +131,7 @@ fn grid(r: &Results, cell: impl Fn(u32, usize) -> Option<f64>) -> Vec<String> {
 
 fn worked(r: &Results) {
     let w = &r.worked;
-    say!("1. worked jobs/s ({} due jobs; each worker = own connection + shared::worker::run, WORKER_CONCURRENCY default, no-op delivery; every attempt recorded; best of {} runs)", w.jobs, w.runs_per_cell);
+    say!("1. worked jobs/s ({} due jobs; each worker = own connection + notify_core::worker::run, WORKER_CONCURRENCY default, no-op delivery; every attempt recorded; best of {} runs)", w.jobs, w.runs_per_cell);
     for line in grid(r, |b, n| w.at(b, n).map(|c| c.jobs_per_sec)) {
         say!("{line}");
     }
@@ -145,7 +145,7 @@ fn worked(r: &Results) {
 
 fn ceiling(r: &Results) {
     let c = &r.ceiling;
-    say!("6. ceiling: shared/sql/claim.sql + complete.sql driven by pgbench (-M prepared), same grid, best of {} runs", c.runs_per_cell);
+    say!("6. ceiling: shared/postgres/sql/claim.sql + complete.sql driven by pgbench (-M prepared), same grid, best of {} runs", c.runs_per_cell);
     if !c.grid.is_empty() {
         let lines = grid(r, |b, n| c.at(b, n).map(|c| c.jobs_per_sec));
         say!(
@@ -498,7 +498,7 @@ fn accept_to_provider(r: &Results) {
         "4. accept → provider call ({} requests/s through ingest; one worker, batch 100)",
         a.rate_per_sec
     );
-    say!("   polling on (WORKER_POLL_SECS set; empty queue polled every {} ms): p50 {} p99 {} ({} jobs)", shared::worker::POLL_INTERVAL.as_millis(), ms(on.p50_ms), ms(on.p99_ms), on.n);
+    say!("   polling on (WORKER_POLL_SECS set; empty queue polled every {} ms): p50 {} p99 {} ({} jobs)", notify_core::worker::POLL_INTERVAL.as_millis(), ms(on.p50_ms), ms(on.p99_ms), on.n);
     say!("   polling off, schedule scaled to {period} s (measured): p50 {} p99 {}; work after the tick p50 {} p99 {}", ms(measured.p50_ms), ms(measured.p99_ms), ms(work.p50_ms), ms(work.p99_ms));
     say!("   polling off, 1-minute EventBridge schedule (projected: wait × 60/{period} + measured work): p50 {:.1} s p99 {:.1} s", projected.p50_ms / 1000.0, projected.p99_ms / 1000.0);
 }

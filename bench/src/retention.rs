@@ -23,8 +23,8 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
-use shared::store::JobStore;
-use shared::sweeper::SweeperConfig;
+use notify_core::store::JobStore;
+use notify_core::sweeper::SweeperConfig;
 
 use crate::claim::{fill_finished, Finished};
 use crate::db::Bench;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde::{Serialize, Serializer};
-use shared::stats::nearest_rank;
+use notify_core::stats::nearest_rank;
 
 /// Latency samples in milliseconds.
 #[derive(Debug, Default, Clone)]

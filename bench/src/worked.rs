@@ -1,7 +1,7 @@
 //! 1 and 7: worked jobs/s over the grid of workers × batch sizes, and the worker's CPU per job.
 //!
 //! Each worker is what one Lambda invocation runs: its own `PgStore` (one connection) and
-//! `shared::worker::run` with the default `WORKER_CONCURRENCY`, delivering through an instant
+//! `notify_core::worker::run` with the default `WORKER_CONCURRENCY`, delivering through an instant
 //! no-op port. The real claim and complete statements run, every attempt recorded.
 
 use std::collections::HashMap;
@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use async_trait::async_trait;
 use serde::Serialize;
-use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
-use shared::store::{ClaimedJob, JobStore, PgStore};
-use shared::worker::{self, WorkerConfig, WorkerSummary};
+use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
+use notify_core::store::{ClaimedJob, JobStore};
+use notify_postgres::PgStore;
+use notify_core::worker::{self, WorkerConfig, WorkerSummary};
 use uuid::Uuid;
 
 use crate::db::Bench;

@@ -33,7 +33,7 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use shared::db::DbConfig;
+use notify_postgres::db::DbConfig;
 use tokio_postgres::Client;
 
 use crate::db::{Bench, DB, PEER_DB};

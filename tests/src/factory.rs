@@ -7,7 +7,7 @@
 //! let id = Job::new().status(JobStatus::Failed).attempts(2).due_in(-1).insert(&client).await;
 //! ```
 
-use shared::domain::JobStatus;
+use notify_core::domain::JobStatus;
 use tokio_postgres::Client;
 use uuid::Uuid;
 

@@ -23,8 +23,8 @@ pub mod watch;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
-use shared::db::DbConfig;
-use shared::store::PgStore;
+use notify_postgres::db::DbConfig;
+use notify_postgres::PgStore;
 use tokio_postgres::Client;
 
 /// A database of this test's own, migrated, empty, and dropped at the end.
@@ -177,7 +177,7 @@ const TEMPLATE_LOCK: i64 = 0x7465_6d70_6c74; // "templt"
 
 /// Creates the migrated template for the current migrations once; returns its name.
 async fn ensure_template(admin: &DbConfig) -> String {
-    let all: String = shared::migrate::MIGRATIONS
+    let all: String = notify_postgres::migrate::MIGRATIONS
         .iter()
         .map(|(name, sql)| format!("{name}\n{sql}\n"))
         .collect();
@@ -210,7 +210,7 @@ async fn ensure_template(admin: &DbConfig) -> String {
             .unwrap();
         {
             let mut tpl = admin.with_dbname(&building).connect().await.unwrap();
-            shared::migrate::run(&mut tpl)
+            notify_postgres::migrate::run(&mut tpl)
                 .await
                 .expect("migrate the template");
         }
@@ -272,7 +272,7 @@ pub fn test_migration() -> (&'static str, &'static str) {
     let name = NAME.get_or_init(|| {
         format!(
             "{:04}_online_test.sql",
-            shared::migrate::latest_version() + 1
+            notify_postgres::migrate::latest_version() + 1
         )
     });
     (name, include_str!("../fixtures/migrations/online_test.sql"))
@@ -280,7 +280,7 @@ pub fn test_migration() -> (&'static str, &'static str) {
 
 /// The embedded migrations and [`test_migration`] after them.
 pub fn with_test_migration() -> Vec<(&'static str, &'static str)> {
-    let mut files = shared::migrate::MIGRATIONS.to_vec();
+    let mut files = notify_postgres::migrate::MIGRATIONS.to_vec();
     files.push(test_migration());
     files
 }
@@ -288,7 +288,7 @@ pub fn with_test_migration() -> Vec<(&'static str, &'static str)> {
 /// Every migration up to `version` (e.g. `3`): a database as a release that needs that
 /// schema version leaves it.
 pub fn migrations_through(version: i32) -> Vec<(&'static str, &'static str)> {
-    shared::migrate::MIGRATIONS
+    notify_postgres::migrate::MIGRATIONS
         .iter()
         .copied()
         .filter(|(name, _)| {
@@ -311,12 +311,12 @@ pub async fn insert_due_jobs(client: &Client, n: i64) -> Vec<uuid::Uuid> {
 
 /// One attempt's result for a claimed job, as a worker would report it.
 pub fn completion(
-    job: &shared::store::ClaimedJob,
-    decision: shared::store::Decision,
+    job: &notify_core::store::ClaimedJob,
+    decision: notify_core::store::Decision,
     provider_message_id: Option<&str>,
-) -> shared::store::Completion {
+) -> notify_core::store::Completion {
     let now = chrono::Utc::now();
-    shared::store::Completion {
+    notify_core::store::Completion {
         job_id: job.id,
         claim_token: job.claim_token,
         attempt: job.tries,

@@ -1,5 +1,5 @@
 //! The 1.0 release at work, from a pinned copy of its statements (`tests/fixtures/release_1_0/`:
-//! the files of 1.0's `shared/sql/` that these paths run, never edited): its ingest, its
+//! the files of 1.0's `shared/postgres/sql/` that these paths run, never edited): its ingest, its
 //! worker's claim and completion, its sweeper's steps and its `GET`, run as its store runs
 //! them. The online migration harness
 //! (`tests/tests/online_migration.rs`) keeps it working while each migration after 1.0 is

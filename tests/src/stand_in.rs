@@ -207,7 +207,7 @@ impl Default for Recipients {
 /// returns each job's id with its payload.
 pub async fn insert_jobs(
     client: &tokio_postgres::Client,
-    jobs: &[(shared::domain::Channel, Value)],
+    jobs: &[(notify_core::domain::Channel, Value)],
     max_attempts: i32,
 ) -> Vec<(uuid::Uuid, Value)> {
     let channels: Vec<&str> = jobs.iter().map(|(c, _)| c.as_str()).collect();

@@ -9,7 +9,7 @@ use lambda_http::http::StatusCode;
 use serde_json::{json, Value};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
-use shared::ingest::IngestConfig;
+use notify_api::IngestConfig;
 
 async fn service(db: &TestDb) -> Ingest {
     Ingest::new(Arc::new(db.store().await), IngestConfig::default())

@@ -7,12 +7,13 @@ use std::time::Duration;
 use chrono::Utc;
 use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
-use shared::domain::{Channel, JobStatus};
-use shared::store::{sql, Completion, Decision, JobStore};
+use notify_core::domain::{Channel, JobStatus};
+use notify_core::store::{Completion, Decision, JobStore};
+use notify_postgres::sql;
 use tokio_postgres::Client;
 use uuid::Uuid;
 
-fn completion(job: &shared::store::ClaimedJob, decision: Decision) -> Completion {
+fn completion(job: &notify_core::store::ClaimedJob, decision: Decision) -> Completion {
     let message_id = matches!(decision, Decision::Sent).then_some("msg-1");
     integration_tests::completion(job, decision, message_id)
 }

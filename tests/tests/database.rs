@@ -11,11 +11,12 @@ use integration_tests::proxy::Proxy;
 use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
 use serde_json::json;
-use shared::db::{ConnectError, DbConfig};
+use notify_postgres::db::{ConnectError, DbConfig};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
-use shared::ingest::IngestConfig;
-use shared::store::{JobStore, PgStore, StoreError};
+use notify_api::IngestConfig;
+use notify_core::store::{JobStore, StoreError};
+use notify_postgres::PgStore;
 
 fn sms() -> serde_json::Value {
     json!({"channel": "sms", "to": "+15555550100", "message": "Your code is 123456"})
@@ -64,7 +65,7 @@ async fn named_prepared_statements_break_through_the_pooler_and_only_there() {
                 }
                 .await;
                 if let Err(err) = result {
-                    errors.push(shared::error::report(&err));
+                    errors.push(notify_core::error::report(&err));
                 }
             }
             errors
@@ -95,7 +96,7 @@ async fn ingest_cold_started_with_the_database_down_answers_503_then_serves() {
     let store = PgStore::new(db.config.with_host_port("127.0.0.1", proxy.port))
         .with_statement_timeout(Duration::from_secs(2));
     // the cold start's warm-up fails quietly instead of failing the start
-    shared::startup::warm(&store).await;
+    notify_postgres::startup::warm(&store).await;
     let ingest = ingest(store);
     let org = new_org();
     let (status, body, retry_after) = post(&ingest, org).await;
@@ -199,7 +200,7 @@ async fn a_server_that_never_answers_fails_the_connect_within_its_timeout() {
         started.elapsed()
     );
     assert!(
-        shared::error::report(&err).contains(&format!("127.0.0.1:{port}")),
+        notify_core::error::report(&err).contains(&format!("127.0.0.1:{port}")),
         "{err}"
     );
 
@@ -213,9 +214,9 @@ async fn a_server_that_never_answers_fails_the_connect_within_its_timeout() {
 #[tokio::test]
 async fn a_schema_older_than_the_code_refuses_to_serve_naming_the_missing_migration() {
     let db = TestDb::empty().await;
-    let all = shared::migrate::MIGRATIONS;
+    let all = notify_postgres::migrate::MIGRATIONS;
     let (last, _) = all[all.len() - 1];
-    shared::migrate::run_files(&mut db.client().await, &all[..all.len() - 1])
+    notify_postgres::migrate::run_files(&mut db.client().await, &all[..all.len() - 1])
         .await
         .unwrap();
 
@@ -354,7 +355,7 @@ async fn a_database_cloned_from_a_template_built_days_ago_takes_todays_jobs() {
     let old = TestDb::empty().await;
     {
         let mut client = old.client().await;
-        shared::migrate::run(&mut client).await.unwrap();
+        notify_postgres::migrate::run(&mut client).await.unwrap();
         let days: Vec<String> = client
             .query("SELECT to_char(day, 'YYYYMMDD') FROM history_days", &[])
             .await

@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 use integration_tests::stand_in::{self, insert_jobs, Recipients};
 use integration_tests::{completion, TestDb};
 use serde_json::{json, Value};
-use shared::delivery::{aws_deliverer, DeliveryConfig};
-use shared::domain::Channel;
-use shared::feedback::{self, events};
-use shared::store::{Decision, FeedbackStore, JobStore, PgStore, SuppressionStore};
-use shared::sweeper::{self, SweeperConfig};
-use shared::worker::{self, WorkerConfig};
+use notify_core::delivery::DeliveryConfig;
+use notify_delivery::aws_deliverer;
+use notify_core::domain::Channel;
+use notify_core::feedback::{self, events};
+use notify_core::store::{Decision, FeedbackStore, JobStore, SuppressionStore};
+use notify_postgres::PgStore;
+use notify_core::sweeper::{self, SweeperConfig};
+use notify_core::worker::{self, WorkerConfig};
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -514,7 +516,7 @@ async fn a_job_sent_a_month_after_it_was_accepted_can_still_bounce_days_later() 
     let claimed = store.claim(10, at(30)).await.unwrap();
     assert_eq!(claimed.len(), 1);
     let message_id = "0100018c2f3a4b5c-late-send-000000";
-    let done = shared::store::Completion {
+    let done = notify_core::store::Completion {
         started_at: claimed[0].claimed_at,
         finished_at: claimed[0].claimed_at,
         ..completion(&claimed[0], Decision::Sent, Some(message_id))
@@ -551,7 +553,7 @@ async fn a_job_sent_a_month_after_it_was_accepted_can_still_bounce_days_later() 
         .await
         .unwrap()
         .expect("GET finds the job");
-    assert_eq!(view.status, shared::domain::JobStatus::Bounced);
+    assert_eq!(view.status, notify_core::domain::JobStatus::Bounced);
     assert_eq!(
         view.deliveries.unwrap()[0].provider_message_id.as_deref(),
         Some(message_id)

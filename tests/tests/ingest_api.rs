@@ -9,8 +9,8 @@ use lambda_http::http::StatusCode;
 use serde_json::{json, Value};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
-use shared::ingest::IngestConfig;
-use shared::store::PgStore;
+use notify_api::IngestConfig;
+use notify_postgres::PgStore;
 
 async fn service(db: &TestDb, allow_org_header: bool) -> Ingest {
     Ingest::new(

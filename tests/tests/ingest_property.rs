@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
-use shared::ingest::IngestConfig;
+use notify_api::IngestConfig;
 
 const FIELDS: &[&str] = &[
     "channel",

@@ -1,7 +1,7 @@
 //! The migration runner: idempotent, safe under concurrent cold starts, refuses edits.
 
 use integration_tests::TestDb;
-use shared::migrate::{self, MIGRATIONS};
+use notify_postgres::migrate::{self, MIGRATIONS};
 
 #[tokio::test]
 async fn applying_twice_is_a_no_op() {

@@ -15,18 +15,18 @@ use std::time::Duration;
 use integration_tests::response_url::ResponseUrlStandIn;
 use integration_tests::TestDb;
 use serde_json::Value;
-use shared::config::{pairs, Vars};
-use shared::custom_resource::{
+use notify_core::config::{pairs, Vars};
+use notify_postgres::custom_resource::{
     self, apply_migration_files, HandleError, Invocation, MigrationError, RespondError, Responder,
     Status, PHYSICAL_RESOURCE_ID, RESPONSE_RESERVE,
 };
-use shared::db::DbConfig;
-use shared::migrate::{MigrateReport, MIGRATIONS};
+use notify_postgres::db::DbConfig;
+use notify_postgres::migrate::{MigrateReport, MIGRATIONS};
 use tokio::time::Instant;
 
 /// The schema version this code needs.
 fn code_version() -> i32 {
-    shared::migrate::latest_version()
+    notify_postgres::migrate::latest_version()
 }
 
 const LOG_STREAM: &str = "2025/01/01/[$LATEST]0123456789abcdef0123456789abcdef";
@@ -76,7 +76,7 @@ fn closed_port() -> u16 {
 async fn run(
     event: Value,
     invocation: &Invocation,
-    config: Result<DbConfig, shared::db::ConnectError>,
+    config: Result<DbConfig, notify_postgres::db::ConnectError>,
 ) -> Result<custom_resource::Response, HandleError> {
     run_with(
         &integration_tests::with_test_migration(),
@@ -92,7 +92,7 @@ async fn run_with(
     files: &[(&'static str, &'static str)],
     event: Value,
     invocation: &Invocation,
-    config: Result<DbConfig, shared::db::ConnectError>,
+    config: Result<DbConfig, notify_postgres::db::ConnectError>,
 ) -> Result<custom_resource::Response, HandleError> {
     let responder = Responder::new().expect("the system's root certificates load");
     custom_resource::handle(event, invocation, &responder, |to, give_up_at| {
@@ -405,7 +405,7 @@ async fn an_unknown_request_type_is_answered_failed() {
     run(
         event,
         &invocation(Duration::from_secs(60)),
-        Err(shared::db::ConnectError::MissingUrl),
+        Err(notify_postgres::db::ConnectError::MissingUrl),
     )
     .await
     .unwrap();

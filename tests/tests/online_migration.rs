@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use integration_tests::factory::Job;
 use integration_tests::release_1_0;
 use integration_tests::TestDb;
-use shared::domain::JobStatus;
-use shared::migrate;
-use shared::store::{Decision, JobStore, PgStore};
+use notify_core::domain::JobStatus;
+use notify_postgres::migrate;
+use notify_core::store::{Decision, JobStore};
+use notify_postgres::PgStore;
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
@@ -78,7 +79,7 @@ impl Release1_0 {
         let seen: Arc<Mutex<Vec<Uuid>>> = Arc::default();
         let failed = |errors: &Errors, what: &str, e: tokio_postgres::Error| {
             let errors = errors.clone();
-            let line = format!("1.0 {what}: {}", shared::error::report(&e));
+            let line = format!("1.0 {what}: {}", notify_core::error::report(&e));
             async move { errors.lock().await.push(line) }
         };
 

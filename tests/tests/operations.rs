@@ -8,11 +8,11 @@ use integration_tests::factory::Job;
 use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
 use serde_json::{json, Value};
-use shared::domain::JobStatus;
+use notify_core::domain::JobStatus;
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
-use shared::ingest::IngestConfig;
-use shared::store::{Decision, JobStore};
+use notify_api::IngestConfig;
+use notify_core::store::{Decision, JobStore};
 use uuid::Uuid;
 
 async fn service(db: &TestDb) -> Ingest {
@@ -190,7 +190,7 @@ async fn concurrent_cancel_and_claim_never_both_win() {
     let cancels = tokio::spawn(async move {
         let mut cancelled = HashSet::new();
         for id in ids.into_iter().rev() {
-            if let shared::store::Transition::Done(_) = canceller.cancel(org, id).await.unwrap() {
+            if let notify_core::store::Transition::Done(_) = canceller.cancel(org, id).await.unwrap() {
                 cancelled.insert(id);
             }
         }
@@ -314,7 +314,7 @@ async fn listing_pages_through_every_job_once_while_new_ones_arrive() {
 /// touched.
 async fn buffers_for_listing(db: &TestDb, org: Uuid, status: &str) -> (i64, usize) {
     let client = db.client().await;
-    let list = &shared::store::sql::LIST_JOBS;
+    let list = &notify_postgres::sql::LIST_JOBS;
     let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}", list.sql);
     let none_time: Option<chrono::DateTime<chrono::Utc>> = None;
     let none_id: Option<Uuid> = None;

@@ -10,8 +10,9 @@ use lambda_http::http::StatusCode;
 use serde_json::json;
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
-use shared::ingest::IngestConfig;
-use shared::store::{JobStore, PgStore};
+use notify_api::IngestConfig;
+use notify_core::store::{JobStore};
+use notify_postgres::PgStore;
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -239,11 +240,11 @@ struct Recorder {
 }
 
 #[async_trait::async_trait]
-impl shared::delivery::Deliverer for Recorder {
+impl notify_core::delivery::Deliverer for Recorder {
     async fn deliver(
         &self,
-        job: &shared::store::ClaimedJob,
-    ) -> Result<String, shared::delivery::DeliveryError> {
+        job: &notify_core::store::ClaimedJob,
+    ) -> Result<String, notify_core::delivery::DeliveryError> {
         self.calls
             .lock()
             .unwrap()
@@ -259,7 +260,7 @@ impl shared::delivery::Deliverer for Recorder {
 #[tokio::test]
 async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
     use integration_tests::factory::Job;
-    use shared::worker::{run, WorkerConfig};
+    use notify_core::worker::{run, WorkerConfig};
 
     let db = TestDb::new().await;
     let client = db.client().await;
@@ -277,9 +278,9 @@ async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
     let store = limited_store(&db, 6).await;
     // swept two hours ago (the clock is a parameter), so it is first in its line now
     let two_hours_ago = Some(chrono::Utc::now() - chrono::Duration::hours(2));
-    let swept = shared::sweeper::run_once(
+    let swept = notify_core::sweeper::run_once(
         &store,
-        &shared::sweeper::SweeperConfig::new(600, 120, 100).unwrap(),
+        &notify_core::sweeper::SweeperConfig::new(600, 120, 100).unwrap(),
         two_hours_ago,
     )
     .await
@@ -291,7 +292,7 @@ async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
         batch_size: 4,
         concurrency: 1,
         rate_limit_per_org_per_min: 6,
-        ..WorkerConfig::new(shared::delivery::DeliveryConfig::new("noreply@example.com"))
+        ..WorkerConfig::new(notify_core::delivery::DeliveryConfig::new("noreply@example.com"))
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let summary = run(&store, &recorder, &config, deadline).await.unwrap();
@@ -361,7 +362,7 @@ async fn the_fair_claim_locks_only_the_rows_it_claims() {
     // the claim statement itself, held open in a transaction so its locks can be counted
     let mut claimer = db.client().await;
     let tx = claimer.transaction().await.unwrap();
-    let statement = &shared::store::sql::CLAIM_FAIR;
+    let statement = &notify_postgres::sql::CLAIM_FAIR;
     let now: Option<chrono::DateTime<chrono::Utc>> = None;
     let claimed = tx
         .query_typed(

@@ -236,7 +236,7 @@ async fn the_readme_local_commands_answer_as_shown() {
 
     let db = TestDb::empty().await;
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
-    let url = shared::db::url_with_dbname(&server, &db.name)
+    let url = notify_postgres::db::url_with_dbname(&server, &db.name)
         .expect("DATABASE_URL must be a postgres:// URL for this test");
     let port = watch::free_port();
     let mut bindings = Bindings::new();

@@ -11,8 +11,8 @@ use lambda_http::Body;
 use serde_json::{json, Value};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
-use shared::ingest::IngestConfig;
-use shared::store::SuppressionStore;
+use notify_api::IngestConfig;
+use notify_core::store::SuppressionStore;
 use uuid::Uuid;
 
 async fn service(db: &TestDb) -> Ingest {
@@ -396,7 +396,7 @@ async fn non_ascii_addresses_are_refused_and_ascii_ones_stored_as_the_list_keys_
     .await;
     assert_eq!(status, StatusCode::CREATED);
     let store = db.store().await;
-    let claimed = shared::store::JobStore::claim(&store, 10, None)
+    let claimed = notify_core::store::JobStore::claim(&store, 10, None)
         .await
         .unwrap();
     let job = claimed.iter().find(|j| j.id == id).expect("claimed");

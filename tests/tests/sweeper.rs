@@ -2,9 +2,9 @@
 
 use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
-use shared::domain::JobStatus;
-use shared::store::{ClaimedJob, Completion, Decision, JobStore};
-use shared::sweeper::{run_once, SweeperConfig};
+use notify_core::domain::JobStatus;
+use notify_core::store::{ClaimedJob, Completion, Decision, JobStore};
+use notify_core::sweeper::{run_once, SweeperConfig};
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
@@ -219,8 +219,8 @@ async fn the_crash_story_ends_sent_with_a_lost_then_a_sent_attempt() {
 #[test]
 fn a_window_not_longer_than_the_worker_timeout_stops_the_sweeper_at_start() {
     let lookup =
-        shared::config::pairs(&[("STUCK_AFTER_SECS", "100"), ("WORKER_TIMEOUT_SECS", "120")]);
-    let err = SweeperConfig::from_lookup(&shared::config::Vars::new(&lookup))
+        notify_core::config::pairs(&[("STUCK_AFTER_SECS", "100"), ("WORKER_TIMEOUT_SECS", "120")]);
+    let err = SweeperConfig::from_lookup(&notify_core::config::Vars::new(&lookup))
         .unwrap_err()
         .to_string();
     assert!(err.contains("STUCK_AFTER_SECS=100"), "{err}");
@@ -620,8 +620,8 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let params: [&(dyn ToSql + Sync); 2] = [&v7, &org];
     // GET and the status check: the requests and the outcome rows of the id's day
     let statements = [
-        ("GET", &shared::store::sql::GET_JOB),
-        ("the status check", &shared::store::sql::JOB_STATUS),
+        ("GET", &notify_postgres::sql::GET_JOB),
+        ("the status check", &notify_postgres::sql::JOB_STATUS),
     ];
     for (name, statement) in statements {
         for table in ["job_requests", "job_outcomes"] {
@@ -640,7 +640,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let ids = vec![v7];
     let find: [&(dyn ToSql + Sync); 3] = [&ids, &from, &to];
     for table in ["job_requests", "job_outcomes"] {
-        let sql = &shared::store::sql::JOBS_WITHIN.sql;
+        let sql = &notify_postgres::sql::JOBS_WITHIN.sql;
         let planned = partitions_planned(&client, sql, &find, table).await;
         assert!(
             (1..=3).contains(&planned),
@@ -650,7 +650,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     // its attempts: the same window (one parameter, so the organization goes unused)
     let attempts = format!(
         "{} AND $2::uuid IS NOT NULL",
-        shared::store::sql::LIST_DELIVERIES
+        notify_postgres::sql::LIST_DELIVERIES
             .sql
             .trim_end()
             .trim_end_matches("ORDER BY d.attempt")
@@ -664,7 +664,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let none: [&(dyn ToSql + Sync); 2] = [&v4, &org];
     for table in ["job_requests", "job_outcomes"] {
         let planned =
-            partitions_planned(&client, &shared::store::sql::GET_JOB.sql, &none, table).await;
+            partitions_planned(&client, &notify_postgres::sql::GET_JOB.sql, &none, table).await;
         assert_eq!(planned, 0, "a v4 id plans no {table} partition");
     }
     let store = db.store().await;
@@ -683,8 +683,8 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
 async fn feedback_matching_plans_only_the_days_around_its_events() {
     let (_db, client) = forty_days_ahead().await;
     let now = chrono::Utc::now();
-    let (from, to) = shared::feedback::jobs_window([], now);
-    let apply = &shared::store::sql::APPLY_FEEDBACK.sql;
+    let (from, to) = notify_core::feedback::jobs_window([], now);
+    let apply = &notify_postgres::sql::APPLY_FEEDBACK.sql;
     let none = None::<chrono::DateTime<chrono::Utc>>;
     let windowed: [&(dyn ToSql + Sync); 3] = [&none, &from, &to];
     let unbounded: [&(dyn ToSql + Sync); 3] = [&none, &none, &none];
@@ -719,7 +719,7 @@ async fn a_listing_page_plans_the_days_from_its_cursor_on() {
         chrono::Utc::now() + chrono::TimeDelta::days(35),
         Uuid::now_v7(),
     );
-    let list = &shared::store::sql::LIST_JOBS.sql;
+    let list = &notify_postgres::sql::LIST_JOBS.sql;
     for (status, table) in [(None, "job_requests"), (Some("sent"), "job_outcomes")] {
         let params: [&(dyn ToSql + Sync); 5] = [&org, &status, &cursor.0, &cursor.1, &50_i64];
         let planned = partitions_planned(&client, list, &params, table).await;
@@ -806,11 +806,11 @@ async fn a_requeue_racing_its_days_drop_never_leaves_a_queue_row_without_its_his
         .get(0);
     let day = day.to_string();
     match &requeued {
-        shared::store::Transition::Done(_) => {
+        notify_core::store::Transition::Done(_) => {
             assert!(!dropped.dropped_days.contains(&day), "{dropped:?}");
             assert_eq!(status_of(&client, id).await.0, "pending");
         }
-        shared::store::Transition::NotFound => {
+        notify_core::store::Transition::NotFound => {
             assert!(dropped.dropped_days.contains(&day), "{dropped:?}")
         }
         other => panic!("{other:?}"),

@@ -421,14 +421,14 @@ fn every_template_route_reaches_a_handler_and_nothing_else_does() {
         .build()
         .unwrap();
     // never connects: every request here is answered before any store call
-    let store = shared::store::PgStore::new(
-        shared::db::DbConfig::new("postgres://nobody@127.0.0.1:9/none?sslmode=disable", None)
+    let store = notify_postgres::PgStore::new(
+        notify_postgres::db::DbConfig::new("postgres://nobody@127.0.0.1:9/none?sslmode=disable", None)
             .unwrap(),
     );
     // every answer checked against the API contract too (functions/ingest/openapi.yaml)
     let ingest = integration_tests::contract::Ingest::new(
         std::sync::Arc::new(store),
-        shared::ingest::IngestConfig::default(),
+        notify_api::IngestConfig::default(),
     );
     let id = uuid::Uuid::new_v4().to_string();
     for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
@@ -503,7 +503,7 @@ fn every_app_function_waits_for_the_migrations_of_its_deploy() {
     // rollback sends the previous release's
     assert_eq!(
         number(get(properties, &["SchemaVersion"])),
-        u64::try_from(shared::migrate::latest_version()).unwrap(),
+        u64::try_from(notify_postgres::migrate::latest_version()).unwrap(),
         "SchemaVersion must be the highest migration's number (migrations/)"
     );
     assert_eq!(
@@ -707,20 +707,20 @@ fn every_job_metric_has_an_alarm() {
         .into_iter()
         .flat_map(|alarm| alarm_metrics(get(&t, &["Resources", alarm])))
         .collect();
-    for metric in shared::worker::JOB_METRICS
+    for metric in notify_core::worker::JOB_METRICS
         .into_iter()
         .chain(ALARMED_FEEDBACK_METRICS)
     {
         let wanted = Watched::new(
-            shared::worker::METRIC_NAMESPACE,
+            notify_core::worker::METRIC_NAMESPACE,
             metric,
-            &[("Service", shared::worker::SERVICE)],
+            &[("Service", notify_core::worker::SERVICE)],
         );
         assert!(
             alarmed.contains(&wanted),
             "no alarm on {metric} (namespace {}, dimension Service={})",
-            shared::worker::METRIC_NAMESPACE,
-            shared::worker::SERVICE
+            notify_core::worker::METRIC_NAMESPACE,
+            notify_core::worker::SERVICE
         );
     }
 }
@@ -1089,7 +1089,7 @@ fn the_bounce_and_complaint_rate_alarms_divide_the_feedback_counts() {
                     let metric = get(stat, &["Metric"]);
                     assert_eq!(
                         get(metric, &["Namespace"]).as_str(),
-                        Some(shared::worker::METRIC_NAMESPACE),
+                        Some(notify_core::worker::METRIC_NAMESPACE),
                         "{alarm} {id}"
                     );
                     let dimensions = as_list(get(metric, &["Dimensions"]));
@@ -1097,9 +1097,9 @@ fn the_bounce_and_complaint_rate_alarms_divide_the_feedback_counts() {
                         dimensions.len() == 1
                             && get(dimensions[0], &["Name"]).as_str() == Some("Service")
                             && sub_text(get(dimensions[0], &["Value"]))
-                                == Some(shared::worker::SERVICE),
+                                == Some(notify_core::worker::SERVICE),
                         "{alarm} {id}: dimension Service={}",
-                        shared::worker::SERVICE
+                        notify_core::worker::SERVICE
                     );
                     assert_eq!(get(stat, &["Stat"]).as_str(), Some("Sum"), "{alarm} {id}");
                     stats.push((id, get(metric, &["MetricName"]).as_str().unwrap()));
@@ -1160,7 +1160,7 @@ fn the_sweeper_keeps_unmatched_feedback_for_a_parameter_window() {
 
 /// The custom metrics each function emits (namespace `NotificationService`, dimension
 /// `Service`), every one of which the dashboard shows.
-use shared::telemetry::emf::{FEEDBACK_METRICS, INGEST_METRICS, SWEEPER_METRICS, WORKER_METRICS};
+use notify_core::telemetry::emf::{FEEDBACK_METRICS, INGEST_METRICS, SWEEPER_METRICS, WORKER_METRICS};
 
 /// The stage SAM deploys an `AWS::Serverless::HttpApi` to without a `StageName`: the value of
 /// the `Stage` dimension of the API's metrics.
@@ -1326,10 +1326,10 @@ fn the_api_writes_json_access_logs_kept_like_the_functions_logs() {
 #[test]
 fn the_backlog_api_errors_and_throttles_are_alarmed_on() {
     let t = template();
-    let service = [("Service", shared::worker::SERVICE)];
+    let service = [("Service", notify_core::worker::SERVICE)];
 
     let backlog = Watched::new(
-        shared::worker::METRIC_NAMESPACE,
+        notify_core::worker::METRIC_NAMESPACE,
         "BacklogAgeSeconds",
         &service,
     );
@@ -1397,7 +1397,7 @@ fn the_backlog_api_errors_and_throttles_are_alarmed_on() {
         assert_eq!(
             alarm_metrics(get(&t, &["Resources", alarm])),
             vec![Watched::new(
-                shared::worker::METRIC_NAMESPACE,
+                notify_core::worker::METRIC_NAMESPACE,
                 metric,
                 &service
             )],
@@ -1738,7 +1738,7 @@ fn the_dashboard_shows_every_metric_and_every_functions_errors_throttles_and_dur
         })
     };
 
-    let service = [("Service", shared::worker::SERVICE)];
+    let service = [("Service", notify_core::worker::SERVICE)];
     for metric in WORKER_METRICS
         .into_iter()
         .chain(SWEEPER_METRICS)
@@ -1746,16 +1746,16 @@ fn the_dashboard_shows_every_metric_and_every_functions_errors_throttles_and_dur
         .chain(INGEST_METRICS)
     {
         assert!(
-            shows(shared::worker::METRIC_NAMESPACE, metric, &service, None),
+            shows(notify_core::worker::METRIC_NAMESPACE, metric, &service, None),
             "the dashboard does not show {metric} (Service={})",
-            shared::worker::SERVICE
+            notify_core::worker::SERVICE
         );
     }
     assert!(
         expressions.iter().any(|e| {
             e.starts_with("SEARCH(")
                 && e.contains(r#"MetricName="Refused""#)
-                && e.contains(&format!("{{{},", shared::worker::METRIC_NAMESPACE))
+                && e.contains(&format!("{{{},", notify_core::worker::METRIC_NAMESPACE))
                 && e.contains("Code")
         }),
         "the dashboard does not show Refused by Code (a SEARCH over the Code dimension)"

@@ -15,8 +15,8 @@ use integration_tests::stand_in::{self, Recipients};
 use integration_tests::watch::{self, Reply, Watch, CALL, FIRST_CALL};
 use integration_tests::{count, TestDb};
 use serde_json::{json, Value};
-use shared::feedback::events;
-use shared::telemetry::emf::{published, INGEST_METRICS, WORKER_METRICS};
+use notify_core::feedback::events;
+use notify_core::telemetry::emf::{published, INGEST_METRICS, WORKER_METRICS};
 use uuid::Uuid;
 
 const SENDER: &str = "noreply@watch-tests.example.com";
@@ -153,7 +153,7 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
     let started = Instant::now();
     let db = TestDb::new().await;
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
-    let url = shared::db::url_with_dbname(&server, &db.name)
+    let url = notify_postgres::db::url_with_dbname(&server, &db.name)
         .expect("DATABASE_URL must be a postgres:// URL for this test");
     let watch = Watch::start(&settings(url, ("RUST_LOG", "info")).await).await;
     let org = Uuid::new_v4().to_string();
@@ -496,7 +496,7 @@ async fn no_recipient_or_body_reaches_the_logs_at_trace() {
     integration_tests::watch::cargo_lambda();
     let db = TestDb::new().await;
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
-    let url = shared::db::url_with_dbname(&server, &db.name)
+    let url = notify_postgres::db::url_with_dbname(&server, &db.name)
         .expect("DATABASE_URL must be a postgres:// URL for this test");
     let watch = Watch::start(&settings(url, ("AWS_LAMBDA_LOG_LEVEL", "TRACE")).await).await;
     let org = Uuid::new_v4().to_string();

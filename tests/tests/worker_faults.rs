@@ -13,13 +13,13 @@ use chrono::{DateTime, Utc};
 use integration_tests::stand_in::insert_jobs;
 use integration_tests::TestDb;
 use serde_json::{json, Value};
-use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
-use shared::domain::Channel;
-use shared::store::{
+use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
+use notify_core::domain::Channel;
+use notify_core::store::{
     ClaimedJob, CompleteReport, Completion, DroppedDays, IngestWindow, Inserted, JobView,
     ListCursor, NewJob, Now, StoreError, SweepReport, Transition,
 };
-use shared::worker::{self, WorkerConfig, WorkerSummary};
+use notify_core::worker::{self, WorkerConfig, WorkerSummary};
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -652,12 +652,12 @@ async fn a_store_error_mid_batch_gives_untried_jobs_back_at_once() {
 
 /// A store whose recording of results fails the first `failures_left` times.
 struct FailingRecords {
-    inner: shared::store::PgStore,
+    inner: notify_postgres::PgStore,
     failures_left: AtomicU64,
 }
 
 #[async_trait]
-impl shared::store::JobStore for FailingRecords {
+impl notify_core::store::JobStore for FailingRecords {
     async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError> {
         self.inner.insert(job).await
     }
@@ -676,7 +676,7 @@ impl shared::store::JobStore for FailingRecords {
     async fn list(
         &self,
         org: Uuid,
-        status: Option<shared::domain::JobStatus>,
+        status: Option<notify_core::domain::JobStatus>,
         after: Option<ListCursor>,
         limit: u32,
     ) -> Result<Vec<JobView>, StoreError> {

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use integration_tests::{insert_due_jobs, TestDb};
-use shared::delivery::{Deliverer, DeliveryConfig, DeliveryError};
-use shared::store::ClaimedJob;
-use shared::worker::{self, WorkerConfig};
+use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
+use notify_core::store::ClaimedJob;
+use notify_core::worker::{self, WorkerConfig};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -121,7 +121,7 @@ async fn a_completion_recorded_again_after_its_claim_failed_is_applied_once() {
         open: tokio::sync::Semaphore::new(0),
     });
     let store = Arc::new(
-        shared::store::PgStore::new(db.config.clone())
+        notify_postgres::PgStore::new(db.config.clone())
             .with_rate_limit(1_000)
             .with_statement_timeout(Duration::from_secs(1)),
     );
@@ -199,11 +199,11 @@ async fn a_completion_recorded_again_after_its_claim_failed_is_applied_once() {
         .await
         .unwrap()
         .get(0);
-    let requeued = shared::store::JobStore::requeue(store.as_ref(), org, ids[0])
+    let requeued = notify_core::store::JobStore::requeue(store.as_ref(), org, ids[0])
         .await
         .unwrap();
     assert!(
-        matches!(requeued, shared::store::Transition::Done(_)),
+        matches!(requeued, notify_core::store::Transition::Done(_)),
         "{requeued:?}"
     );
     let kept = integration_tests::count(

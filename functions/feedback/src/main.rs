@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
 use serde_json::{json, Value};
-use shared::{error::report, feedback, startup, store::PgStore};
+use notify_core::{error::report, feedback};
+use notify_postgres::{startup, PgStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::logs::init();
+    notify_core::telemetry::logs::init();
     let store = match cold_start().await {
         Ok(store) => Arc::new(store),
         Err(err) => startup::fail("feedback", &report(err.as_ref())),
@@ -30,7 +31,7 @@ async fn main() -> Result<(), Error> {
 }
 
 async fn cold_start() -> Result<PgStore, Box<dyn std::error::Error>> {
-    let store = startup::store(shared::store::DEFAULT_STATEMENT_TIMEOUT).await?;
+    let store = startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT).await?;
     startup::warm(&store).await;
     Ok(store)
 }

@@ -1,26 +1,19 @@
 //! The ingest function: API Gateway (HTTP API v2 or REST v1) → validated, persisted job.
 
-/// The API contract's checker (the tests' own, tests/src/contract/checker.rs): the event
-/// layer's answers are checked against functions/ingest/openapi.yaml too.
-#[cfg(test)]
-#[allow(dead_code)] // its request-level helpers serve the handler's tests, not these
-#[path = "../../../tests/src/contract/checker.rs"]
-mod contract;
-mod event;
-
 use std::sync::Arc;
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
-use shared::ingest::{Ingest, IngestConfig};
-use shared::{error::report, startup};
+use notify_api::{event, Ingest, IngestConfig};
+use notify_core::error::report;
+use notify_postgres::startup;
 
 /// A caller waits on ingest: past this, a statement is cancelled and the answer is 503.
 const INGEST_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::logs::init();
+    notify_core::telemetry::logs::init();
     let ingest = match cold_start().await {
         Ok(ingest) => Arc::new(ingest),
         Err(err) => startup::fail("ingest", &report(err.as_ref())),

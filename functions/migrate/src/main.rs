@@ -1,18 +1,19 @@
 //! The migrator function: the handler of the template's `Migrations` custom resource.
 //! CloudFormation invokes it when a deploy creates or changes that resource; it applies the
-//! migrations and answers at the request's `ResponseURL` (see `shared::custom_resource`).
+//! migrations and answers at the request's `ResponseURL` (see `notify_postgres::custom_resource`).
 
 use std::future::Future;
 use std::pin::Pin;
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
-use shared::custom_resource::{self, Invocation, Responder};
-use shared::{db::DbConfig, error::report, startup};
+use notify_core::error::report;
+use notify_postgres::custom_resource::{self, Invocation, Responder};
+use notify_postgres::{db::DbConfig, startup};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::logs::init();
+    notify_core::telemetry::logs::init();
     let responder = match Responder::new() {
         Ok(responder) => responder,
         Err(err) => startup::fail("migrator", &report(&err)),

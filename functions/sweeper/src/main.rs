@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
 use serde_json::{json, Value};
-use shared::sweeper::{self, SweeperConfig};
-use shared::{error::report, startup, store::PgStore};
+use notify_core::error::report;
+use notify_core::sweeper::{self, SweeperConfig};
+use notify_postgres::{startup, PgStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::logs::init();
+    notify_core::telemetry::logs::init();
     let (store, config) = match cold_start().await {
         Ok(deps) => deps,
         Err(err) => startup::fail("sweeper", &report(err.as_ref())),
@@ -29,7 +30,7 @@ async fn main() -> Result<(), Error> {
 
 async fn cold_start() -> Result<(PgStore, SweeperConfig), Box<dyn std::error::Error>> {
     let config = SweeperConfig::from_env()?;
-    let store = startup::store(shared::store::DEFAULT_STATEMENT_TIMEOUT).await?;
+    let store = startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT).await?;
     startup::warm(&store).await;
     Ok((store, config))
 }

@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
 use serde_json::{json, Value};
-use shared::delivery::{aws_deliverer, Router};
-use shared::worker::{self, WorkerConfig};
-use shared::{error::report, startup, store::PgStore};
+use notify_core::delivery::Router;
+use notify_core::error::report;
+use notify_core::worker::{self, WorkerConfig};
+use notify_delivery::aws_deliverer;
+use notify_postgres::{startup, PgStore};
 
 struct Deps {
     store: PgStore,
@@ -17,7 +19,7 @@ struct Deps {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::logs::init();
+    notify_core::telemetry::logs::init();
     let deps = match cold_start().await {
         Ok(deps) => Arc::new(deps),
         Err(err) => startup::fail("worker", &report(err.as_ref())),
@@ -39,7 +41,7 @@ async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Diagnos
 
 async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
     let config = WorkerConfig::from_env()?;
-    let store = startup::store(shared::store::DEFAULT_STATEMENT_TIMEOUT)
+    let store = startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT)
         .await?
         .with_rate_limit(config.rate_limit_per_org_per_min);
     startup::warm(&store).await;

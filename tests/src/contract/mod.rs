@@ -1,27 +1,27 @@
 //! The API contract in the integration tests: [`Ingest`] is the ingest service whose every
-//! answer is checked against `functions/ingest/openapi.yaml` (see [`checker`]), so the tests
+//! answer is checked against `functions/ingest/openapi.yaml` (see the `api-contract` crate), so the tests
 //! that call the handler keep the spec from drifting from the code.
 
-pub mod checker;
+pub use api_contract as checker;
 
 use std::sync::Arc;
 
 use lambda_http::{Body, Request, Response};
-use shared::ingest::IngestConfig;
-use shared::store::Store;
+use notify_api::IngestConfig;
+use notify_core::store::Store;
 
 pub use checker::{assert_conforms, checked, contract, request_path, summary, Answer, Contract};
 
-/// `shared::ingest::Ingest`, every answer checked against the contract: a test that gets an
+/// `notify_api::Ingest`, every answer checked against the contract: a test that gets an
 /// answer the spec does not describe fails, naming what differs.
-pub struct Ingest(shared::ingest::Ingest);
+pub struct Ingest(notify_api::Ingest);
 
 impl Ingest {
     pub fn new(store: Arc<dyn Store>, config: IngestConfig) -> Self {
-        Self(shared::ingest::Ingest::new(store, config))
+        Self(notify_api::Ingest::new(store, config))
     }
 
-    /// [`shared::ingest::Ingest::handle`], then the contract check.
+    /// [`notify_api::Ingest::handle`], then the contract check.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         checked(req, |req| self.0.handle(req)).await
     }

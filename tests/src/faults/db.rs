@@ -129,5 +129,5 @@ pub async fn lost_attempts(client: &Client) -> u64 {
 
 /// `DATABASE_URL` with another database name.
 pub fn url_with_db(url: &str, db: &str) -> String {
-    shared::db::url_with_dbname(url, db).expect("DATABASE_URL is a postgres:// URL")
+    notify_postgres::db::url_with_dbname(url, db).expect("DATABASE_URL is a postgres:// URL")
 }

@@ -32,7 +32,7 @@ pub fn duplicates(counts: &HashMap<String, u64>) -> u64 {
 
 /// Error codes of a provider call that did not complete: the request may have been
 /// accepted all the same.
-const UNANSWERED: [&str; 2] = [shared::delivery::TIMEOUT, "ResponseError"];
+const UNANSWERED: [&str; 2] = [notify_core::delivery::TIMEOUT, "ResponseError"];
 
 /// Attempts whose provider call did not complete ([`UNANSWERED`]).
 pub async fn unanswered_attempts(client: &Client) -> u64 {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{json, Value};
-use shared::stats::nearest_rank;
+use notify_core::stats::nearest_rank;
 use uuid::Uuid;
 
 use super::Scenario;

@@ -1,0 +1,24 @@
+//! notification-service's core: what the functions decide, over ports the adapters implement.
+//!
+//! Modules, each importing only those listed before it:
+//! - [`stats`], [`config`], [`error`], [`domain`]: the vocabulary (channels, job states,
+//!   provider feedback), settings from the environment, error reports.
+//! - [`telemetry`]: log lines and embedded-format metrics.
+//! - [`store`]: the store port (jobs, suppressions, feedback); `notify-postgres` implements it.
+//! - [`delivery`]: the delivery port, its payloads and the error-class table; `notify-delivery`
+//!   implements it with SNS and SES.
+//! - [`worker`], [`sweeper`], [`feedback`]: the three scheduled or event-driven loops over the
+//!   ports.
+//!
+//! No AWS SDK and no HTTP: every function links this crate.
+
+pub mod config;
+pub mod delivery;
+pub mod domain;
+pub mod error;
+pub mod feedback;
+pub mod stats;
+pub mod store;
+pub mod sweeper;
+pub mod telemetry;
+pub mod worker;

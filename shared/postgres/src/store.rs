@@ -1,0 +1,994 @@
+//! The PostgreSQL adapter of the store port ([`JobStore`] and the others). Every statement
+//! lives in `sql/`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tokio::sync::Mutex;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Row};
+use uuid::Uuid;
+
+use crate::db::DbConfig;
+use crate::migrate::MigrateError;
+use notify_core::domain::{Channel, JobStatus};
+use notify_core::store::{
+    ClaimedJob, CompleteReport, Completion, Decision, DeliveryView, DroppedDays, FeedbackView,
+    IngestWindow, Inserted, JobStore, JobSummary, JobView, ListCursor, NewJob, Now, StoreError,
+    SweepReport, Transition,
+};
+
+/// Every statement: its SQL file and the type of each parameter, declared once.
+///
+/// Statements run unnamed (`query_typed`): parsed, bound and executed in one round trip,
+/// nothing left on the server. So they work unchanged through a transaction-pooling
+/// PgBouncer or RDS Proxy, where a named prepared statement would meet another client's
+/// server connection (or pin the session).
+pub mod sql {
+    use std::borrow::Cow;
+    use std::sync::LazyLock;
+
+    use tokio_postgres::types::Type;
+
+    /// One statement and its parameter types, in `$n` order.
+    pub struct Query {
+        pub sql: Cow<'static, str>,
+        pub params: &'static [Type],
+    }
+
+    macro_rules! queries {
+        ($($(#[$doc:meta])* $name:ident = $file:literal [$($ty:ident),*];)*) => {
+            $($(#[$doc])* pub static $name: Query = Query {
+                sql: Cow::Borrowed(include_str!(concat!("../sql/", $file))),
+                params: &[$(Type::$ty),*],
+            };)*
+
+            /// Every statement declared here, by name (the unit tests check each).
+            #[cfg(test)]
+            pub(super) static DECLARED: &[(&str, &Query)] = &[$((stringify!($name), &$name)),*];
+        };
+    }
+
+    queries! {
+        CLAIM = "claim.sql" [INT8, TIMESTAMPTZ];
+        /// claim_fair.sql as written: it ends with a marker that [`CLAIM_FAIR`] fills with
+        /// the UPDATE of [`CLAIM`].
+        CLAIM_FAIR_TEMPLATE = "claim_fair.sql" [INT8, TIMESTAMPTZ, INT4];
+        /// complete.sql as written: its `claimed` CTE is a marker that
+        /// [`COMPLETE_AND_CLAIM`] fills with [`CLAIM`].
+        COMPLETE_TEMPLATE = "complete.sql" [
+            INT8, TIMESTAMPTZ, UUID_ARRAY, UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY,
+            TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY,
+            TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY
+        ];
+        COUNT_INGEST = "count_ingest.sql" [UUID, INT4, TIMESTAMPTZ];
+        PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ];
+        BACKLOG_AGE = "backlog_age.sql" [TIMESTAMPTZ];
+        INSERT_JOBS = "insert_jobs.sql" [
+            UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
+            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY
+        ];
+        RECORD_LATE = "record_late.sql" [
+            UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY,
+            TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ
+        ];
+        EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ];
+        IDEMPOTENCY_KEY_JOBS = "idempotency_key_jobs.sql" [UUID, TEXT_ARRAY];
+        JOBS_WITHIN = "jobs_within.sql" [UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ];
+        GET_JOB = "get_job.sql" [UUID, UUID];
+        LIST_DELIVERIES = "list_deliveries.sql" [UUID];
+        SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ];
+        PRUNE_FEEDBACK = "prune_feedback.sql" [INT4, INT8, TIMESTAMPTZ];
+        ADD_HISTORY_DAYS = "add_history_days.sql" [TIMESTAMPTZ];
+        DROP_HISTORY_DAYS = "drop_history_days.sql" [TIMESTAMPTZ, FLOAT8];
+        RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ];
+        CANCEL = "cancel.sql" [UUID, UUID];
+        REQUEUE = "requeue.sql" [UUID, UUID];
+        JOB_STATUS = "job_status.sql" [UUID, UUID];
+        LIST_JOBS = "list_jobs.sql" [UUID, TEXT, TIMESTAMPTZ, UUID, INT8];
+        RECORD_FEEDBACK = "record_feedback.sql" [
+            TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, BOOL_ARRAY,
+            TIMESTAMPTZ_ARRAY, JSONB_ARRAY, TIMESTAMPTZ, TEXT_ARRAY
+        ];
+        APPLY_FEEDBACK = "apply_feedback.sql" [TIMESTAMPTZ, TIMESTAMPTZ, TIMESTAMPTZ];
+        DROP_UNMATCHED_FEEDBACK = "drop_unmatched_feedback.sql" [FLOAT8, INT8, TIMESTAMPTZ];
+        LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8];
+        ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT];
+        REMOVE_SUPPRESSION = "remove_suppression.sql" [UUID, TEXT];
+    }
+
+    /// The fair, rate-limited claim: claim_fair.sql's choice of rows, claim.sql's UPDATE.
+    pub static CLAIM_FAIR: LazyLock<Query> = LazyLock::new(|| Query {
+        sql: Cow::Owned(splice(
+            &CLAIM_FAIR_TEMPLATE.sql,
+            "/* the UPDATE of claim.sql */",
+            after_marker(&CLAIM.sql, "/* @update */"),
+        )),
+        params: CLAIM_FAIR_TEMPLATE.params,
+    });
+
+    /// The statement the worker runs after each batch: complete.sql with claim.sql in its
+    /// `claimed` CTE (one source for the claim). Both take the batch size as `$1` and the
+    /// current time as `$2`, so the claim goes in unchanged.
+    pub static COMPLETE_AND_CLAIM: LazyLock<Query> = LazyLock::new(|| Query {
+        sql: Cow::Owned(splice(
+            &COMPLETE_TEMPLATE.sql,
+            "/* claim.sql */",
+            &CLAIM.sql,
+        )),
+        params: COMPLETE_TEMPLATE.params,
+    });
+
+    #[cfg(test)]
+    pub(super) fn splice_for_test(template: &str, marker: &str, part: &str) -> String {
+        splice(template, marker, part)
+    }
+
+    /// `template` with its one `marker` replaced by `part`. A missing or repeated marker is
+    /// a bug in the SQL files, caught by the unit tests below, never a silent fallback.
+    fn splice(template: &str, marker: &str, part: &str) -> String {
+        assert_eq!(
+            template.matches(marker).count(),
+            1,
+            "the SQL template must hold the marker {marker} exactly once"
+        );
+        template.replace(marker, part.trim())
+    }
+
+    /// The text after `marker` (which must be present once).
+    fn after_marker<'a>(text: &'a str, marker: &str) -> &'a str {
+        assert_eq!(
+            text.matches(marker).count(),
+            1,
+            "the SQL must hold the marker {marker} exactly once"
+        );
+        text.split_once(marker).map_or(text, |(_, rest)| rest)
+    }
+}
+
+use sql::Query;
+
+mod feedback;
+
+/// The job repository over one PostgreSQL connection per process.
+///
+/// The connection is opened on first use (or by [`PgStore::connect`] at cold start) and
+/// re-opened on the next call after it closed, so a warm function outlives a database
+/// restart. Every call is bounded by the statement timeout: past it, the statement is
+/// cancelled, the connection dropped, and the call answers [`StoreError::Unavailable`].
+pub struct PgStore {
+    config: DbConfig,
+    /// With a per-organization limit (jobs per minute), claims are fair and rate-limited.
+    rate_limit_per_min: Option<u32>,
+    statement_timeout: Duration,
+    /// Apply pending migrations on the first connection (`MIGRATE_ON_START`, local use).
+    migrate: bool,
+    conn: Mutex<Option<Arc<Client>>>,
+}
+
+/// How long a store call may take before it is cancelled, unless configured otherwise.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a timed-out call waits for its cancel request to be delivered.
+const CANCEL_WITHIN: Duration = Duration::from_secs(1);
+
+/// A statement (or a connection attempt) ran past the statement timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("the database did not answer within {0:?} (statement timeout)")]
+pub struct TimedOut(pub Duration);
+
+impl PgStore {
+    /// A store that connects on first use.
+    pub fn new(config: DbConfig) -> Self {
+        Self {
+            config,
+            rate_limit_per_min: None,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+            migrate: false,
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// Claims take at most `per_minute` jobs of an organization each minute (overrides in
+    /// `organization_rate_limits`), round-robin across organizations. 0 leaves claims as
+    /// they are.
+    pub fn with_rate_limit(mut self, per_minute: u32) -> Self {
+        self.rate_limit_per_min = (per_minute > 0).then_some(per_minute);
+        self
+    }
+
+    /// Each call (each statement, and opening the connection) is cancelled past `timeout`.
+    pub fn with_statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = timeout;
+        self
+    }
+
+    /// Applies pending migrations when the first connection opens (local development; a
+    /// deployed service migrates once per deploy instead).
+    pub fn with_migrations(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
+
+    /// A store whose connection is opened now (for a cold start that should fail fast).
+    pub async fn connect(config: DbConfig) -> Result<Self, StoreError> {
+        let store = Self::new(config);
+        store.ready().await?;
+        Ok(store)
+    }
+
+    /// Opens the connection now, if it is not open (for a cold start that should fail fast).
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        self.conn().await.map(|_| ())
+    }
+
+    /// The jobs `jobs` (ids and creation times) as they stand, in page order, read within
+    /// their days only (jobs_within.sql).
+    async fn jobs_within(&self, jobs: &[(Uuid, DateTime<Utc>)]) -> Result<Vec<Row>, StoreError> {
+        let Some((from, to)) = window(jobs.iter().map(|(_, created_at)| *created_at)) else {
+            return Ok(Vec::new());
+        };
+        let ids: Vec<Uuid> = jobs.iter().map(|(id, _)| *id).collect();
+        self.query(&sql::JOBS_WITHIN, &[&ids, &from, &to]).await
+    }
+
+    /// Completions the completion statement did not apply (their token no longer holds the
+    /// claim), told apart and recorded by record_late.sql: `(id, true)` for one recorded
+    /// already (a repeat of a completion that committed), `(id, false)` for a late one (its
+    /// claim was swept), now recorded against the sweeper's row.
+    async fn record_late(&self, late: &[&Completion]) -> Result<Vec<(Uuid, bool)>, StoreError> {
+        let Some((from, to)) = window(late.iter().map(|c| c.job_created_at)) else {
+            return Ok(Vec::new());
+        };
+        let columns = Columns::of(late.iter().copied());
+        let rows = self
+            .query(
+                &sql::RECORD_LATE,
+                &[
+                    &columns.ids,
+                    &columns.attempts,
+                    &columns.outcomes,
+                    &columns.providers,
+                    &columns.message_ids,
+                    &columns.error_codes,
+                    &columns.error_messages,
+                    &columns.started,
+                    &columns.finished,
+                    &columns.created,
+                    &from,
+                    &to,
+                ],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| (row.get("id"), row.get("recorded")))
+            .collect())
+    }
+
+    async fn conn(&self) -> Result<Arc<Client>, StoreError> {
+        let mut current = self.conn.lock().await;
+        if let Some(conn) = current.as_ref() {
+            if !conn.is_closed() {
+                return Ok(conn.clone());
+            }
+            tracing::info!("database connection closed; reconnecting");
+        }
+        *current = None;
+        // connecting has its own timeout; the schema check (or, locally, the migrations)
+        // gets the statement timeout (a minute at least for migrations)
+        let bound = crate::db::DEFAULT_CONNECT_TIMEOUT
+            + if self.migrate {
+                self.statement_timeout.max(Duration::from_secs(60))
+            } else {
+                self.statement_timeout
+            };
+        let client = tokio::time::timeout(bound, self.open())
+            .await
+            .map_err(|_| StoreError::Unavailable(Box::new(TimedOut(bound))))??;
+        let client = Arc::new(client);
+        *current = Some(client.clone());
+        Ok(client)
+    }
+
+    /// A new connection, migrated when asked, whose schema is checked against the code.
+    async fn open(&self) -> Result<Client, StoreError> {
+        let mut client = self
+            .config
+            .connect()
+            .await
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        if self.migrate {
+            let report = crate::migrate::run(&mut client)
+                .await
+                .map_err(from_migrate)?;
+            if !report.applied.is_empty() {
+                tracing::info!(applied = ?report.applied, "migrations applied (MIGRATE_ON_START)");
+            }
+        } else if let Some(missing) = crate::migrate::first_missing(&client)
+            .await
+            .map_err(from_migrate)?
+        {
+            return Err(StoreError::SchemaBehind(missing));
+        }
+        Ok(client)
+    }
+
+    /// Runs one statement within the statement timeout; its rows.
+    async fn query(
+        &self,
+        query: &Query,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let typed = typed(query, params);
+        let conn = self.conn().await?;
+        self.timed(&conn, conn.query_typed(&query.sql, &typed))
+            .await
+    }
+
+    /// Runs one statement within the statement timeout; the number of rows it changed.
+    async fn execute(
+        &self,
+        query: &Query,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let typed = typed(query, params);
+        let conn = self.conn().await?;
+        self.timed(&conn, conn.execute_typed(&query.sql, &typed))
+            .await
+    }
+
+    /// `work` on `conn`, bounded by the statement timeout. Past it, the statement (which may
+    /// still hold locks) is cancelled and the connection dropped: the next call starts afresh.
+    async fn timed<T>(
+        &self,
+        conn: &Arc<Client>,
+        work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.statement_timeout, work).await {
+            Ok(result) => result.map_err(map_err),
+            Err(_) => {
+                // cancel before letting go of the connection: through a pooler, a client
+                // that has left cannot cancel, and the statement would wait on
+                let cancel = self.config.cancel(conn.cancel_token());
+                if tokio::time::timeout(CANCEL_WITHIN, cancel).await.is_err() {
+                    tracing::warn!("cannot cancel a statement past its timeout in time");
+                }
+                let mut current = self.conn.lock().await;
+                if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+                    *current = None;
+                }
+                Err(StoreError::Unavailable(Box::new(TimedOut(
+                    self.statement_timeout,
+                ))))
+            }
+        }
+    }
+
+    async fn query_opt(
+        &self,
+        query: &Query,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        let mut rows = self.query(query, params).await?;
+        if rows.len() > 1 {
+            return Err(StoreError::Corrupt(format!(
+                "a statement meant to answer one row answered {}",
+                rows.len()
+            )));
+        }
+        Ok(rows.pop())
+    }
+
+    async fn query_one(
+        &self,
+        query: &Query,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, StoreError> {
+        self.query_opt(query, params)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a statement answered no row".into()))
+    }
+
+    /// Runs a cancel or requeue statement; when it changes nothing, tells why.
+    async fn transition(
+        &self,
+        statement: &Query,
+        organization_id: Uuid,
+        id: Uuid,
+    ) -> Result<Transition, StoreError> {
+        let params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
+        if let Some(row) = self.query_opt(statement, &params).await? {
+            return Ok(Transition::Done(summary(&row)?));
+        }
+        match self.query_opt(&sql::JOB_STATUS, &params).await? {
+            None => Ok(Transition::NotFound),
+            Some(row) => Ok(Transition::Refused(status(&row)?)),
+        }
+    }
+}
+
+/// The window `[from, to)` of creation times that holds every one of `times` (the days whose
+/// partitions a statement is planned over); `None` for none.
+fn window(
+    times: impl Iterator<Item = DateTime<Utc>> + Clone,
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let (from, last) = (times.clone().min()?, times.max()?);
+    Some((from, last + chrono::TimeDelta::seconds(1)))
+}
+
+/// The parameters paired with their declared types.
+fn typed<'a>(
+    query: &Query,
+    params: &[&'a (dyn ToSql + Sync)],
+) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+    debug_assert_eq!(params.len(), query.params.len(), "{}", query.sql);
+    params
+        .iter()
+        .zip(query.params)
+        .map(|(value, ty)| (*value, ty.clone()))
+        .collect()
+}
+
+/// A failed migration or schema check: "try again later" when the connection is what failed.
+fn from_migrate(err: MigrateError) -> StoreError {
+    match err {
+        MigrateError::Database(source) if is_connection_lost(&source) => {
+            StoreError::Unavailable(Box::new(source))
+        }
+        other => StoreError::Migrate(Box::new(other)),
+    }
+}
+
+/// The connection is gone or the server is not accepting work (shutting down, starting,
+/// full): a condition that passes, not a fault of the statement.
+pub(crate) fn is_connection_lost(err: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    let lost_connection =
+        err.is_closed() || std::error::Error::source(err).is_some_and(|s| s.is::<std::io::Error>());
+    let server_unavailable = err.code().is_some_and(|code| {
+        code.code().starts_with("08")
+            || *code == SqlState::ADMIN_SHUTDOWN
+            || *code == SqlState::CRASH_SHUTDOWN
+            || *code == SqlState::CANNOT_CONNECT_NOW
+            || *code == SqlState::TOO_MANY_CONNECTIONS
+            || *code == SqlState::QUERY_CANCELED
+    });
+    lost_connection || server_unavailable
+}
+
+/// Sorts a driver error into "try again later" or "something is wrong".
+fn map_err(err: tokio_postgres::Error) -> StoreError {
+    if is_connection_lost(&err) {
+        StoreError::Unavailable(Box::new(err))
+    } else {
+        StoreError::Database(err)
+    }
+}
+
+fn status(row: &Row) -> Result<JobStatus, StoreError> {
+    let text: &str = row.get("status");
+    JobStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("job status {text:?}")))
+}
+
+fn channel(row: &Row) -> Result<Channel, StoreError> {
+    let text: &str = row.get("channel");
+    Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
+}
+
+/// A job from a row of get_job.sql or jobs_within.sql (no delivery attempts).
+fn job_view(row: &Row) -> Result<JobView, StoreError> {
+    Ok(JobView {
+        id: row.get("id"),
+        channel: channel(row)?,
+        to: row
+            .get::<_, Option<String>>("recipient")
+            .unwrap_or_default(),
+        status: status(row)?,
+        attempts: row.get("attempts"),
+        max_attempts: row.get("max_attempts"),
+        next_attempt_at: row.get("next_attempt_at"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+        last_error: row.get("last_error"),
+        deliveries: None,
+    })
+}
+
+/// A claimed job from a row of claim.sql (or of the claim part of complete.sql).
+fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
+    Ok(ClaimedJob {
+        id: row.get("id"),
+        organization_id: row.get("organization_id"),
+        channel: channel(row)?,
+        payload: row.get("payload"),
+        attempt: row.get("attempts"),
+        max_attempts: row.get("max_attempts"),
+        tries: row.get("tries"),
+        claim_token: row.get("claim_token"),
+        claimed_at: row.get("claimed_at"),
+        created_at: row.get("created_at"),
+        suppressed: row.get("suppressed"),
+        trace_header: row.get("trace_header"),
+    })
+}
+
+fn summary(row: &Row) -> Result<JobSummary, StoreError> {
+    Ok(JobSummary {
+        id: row.get("id"),
+        status: status(row)?,
+        next_attempt_at: row.get("next_attempt_at"),
+    })
+}
+
+/// Completions as the statements take them: one array per column.
+#[derive(Default)]
+struct Columns<'a> {
+    ids: Vec<Uuid>,
+    tokens: Vec<Uuid>,
+    attempts: Vec<i32>,
+    outcomes: Vec<&'static str>,
+    retry_at: Vec<Option<DateTime<Utc>>>,
+    providers: Vec<&'static str>,
+    message_ids: Vec<Option<&'a str>>,
+    error_codes: Vec<Option<&'a str>>,
+    error_messages: Vec<Option<&'a str>>,
+    started: Vec<DateTime<Utc>>,
+    finished: Vec<DateTime<Utc>>,
+    created: Vec<DateTime<Utc>>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(completions: impl IntoIterator<Item = &'a Completion>) -> Self {
+        let mut columns = Columns::default();
+        for c in completions {
+            columns.ids.push(c.job_id);
+            columns.tokens.push(c.claim_token);
+            columns.attempts.push(c.attempt);
+            columns.outcomes.push(c.decision.as_str());
+            columns.retry_at.push(match c.decision {
+                Decision::Retry { at } | Decision::Hold { at } => Some(at),
+                _ => None,
+            });
+            columns.providers.push(c.channel.provider());
+            columns.message_ids.push(c.provider_message_id.as_deref());
+            columns.error_codes.push(c.error_code.as_deref());
+            columns.error_messages.push(c.error_message.as_deref());
+            columns.started.push(c.started_at);
+            columns.finished.push(c.finished_at);
+            columns.created.push(c.job_created_at);
+        }
+        columns
+    }
+}
+
+#[async_trait]
+impl JobStore for PgStore {
+    async fn insert(&self, job: &NewJob) -> Result<Inserted, StoreError> {
+        let mut results = self.insert_many(std::slice::from_ref(job)).await?;
+        results
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("insert returned no result".into()))
+    }
+
+    async fn insert_many(&self, jobs: &[NewJob]) -> Result<Vec<Inserted>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Time-ordered ids (UUIDv7): each index keyed by id is written at its right-hand
+        // edge, where the pages are hot, instead of anywhere in 30 days of history.
+        let ids: Vec<Uuid> = jobs.iter().map(|_| Uuid::now_v7()).collect();
+        let orgs: Vec<Uuid> = jobs.iter().map(|j| j.organization_id).collect();
+        let channels: Vec<&str> = jobs.iter().map(|j| j.channel.as_str()).collect();
+        let payloads: Vec<&serde_json::Value> = jobs.iter().map(|j| &j.payload).collect();
+        let max_attempts: Vec<i32> = jobs.iter().map(|j| j.max_attempts).collect();
+        let due: Vec<DateTime<Utc>> = jobs.iter().map(|j| j.next_attempt_at).collect();
+        let expires: Vec<DateTime<Utc>> = jobs.iter().map(|j| j.expires_at).collect();
+        let keys: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.idempotency.as_ref().map(|i| i.key.as_str()))
+            .collect();
+        let hashes: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.idempotency.as_ref().map(|i| i.request_hash.as_str()))
+            .collect();
+        let traces: Vec<Option<&str>> = jobs.iter().map(|j| j.trace_header.as_deref()).collect();
+        let rows = self
+            .query(
+                &sql::INSERT_JOBS,
+                &[
+                    &ids,
+                    &orgs,
+                    &channels,
+                    &payloads,
+                    &max_attempts,
+                    &due,
+                    &keys,
+                    &hashes,
+                    &expires,
+                    &traces,
+                ],
+            )
+            .await?;
+        let mut created = std::collections::HashMap::with_capacity(rows.len());
+        let mut suppressed = std::collections::HashSet::new();
+        for row in &rows {
+            if row.get::<_, bool>("suppressed") {
+                suppressed.insert(row.get::<_, Uuid>("id"));
+                continue;
+            }
+            let summary = summary(row)?;
+            created.insert(summary.id, summary);
+        }
+        // Only a key conflict inserts nothing; the job holding the key has committed by now
+        // (ON CONFLICT waited for it), so this read sees it. Keys are per organization.
+        let mut existing = std::collections::HashMap::new();
+        let missing: Vec<(Uuid, &str)> = jobs
+            .iter()
+            .zip(&ids)
+            .filter(|(_, id)| !created.contains_key(*id) && !suppressed.contains(*id))
+            .filter_map(|(job, _)| {
+                Some((job.organization_id, job.idempotency.as_ref()?.key.as_str()))
+            })
+            .collect();
+        let mut by_org: std::collections::BTreeMap<Uuid, Vec<&str>> = Default::default();
+        for (org, key) in missing {
+            by_org.entry(org).or_default().push(key);
+        }
+        for (org, keys) in by_org {
+            // the keys' jobs and their days first, then the jobs within those days only
+            let held = self
+                .query(&sql::IDEMPOTENCY_KEY_JOBS, &[&org, &keys])
+                .await?;
+            let jobs: Vec<(Uuid, DateTime<Utc>)> = held
+                .iter()
+                .map(|row| (row.get("job_id"), row.get("job_created_at")))
+                .collect();
+            for row in &self.jobs_within(&jobs).await? {
+                let hash: String = row.get("request_hash");
+                let key: String = row.get("idempotency_key");
+                existing.insert((org, key), (summary(row)?, hash));
+            }
+        }
+        jobs.iter()
+            .zip(&ids)
+            .map(|(job, id)| {
+                if let Some(summary) = created.get(id) {
+                    return Ok(Inserted::Created(summary.clone()));
+                }
+                if suppressed.contains(id) {
+                    return Ok(Inserted::Suppressed);
+                }
+                let idempotency = job.idempotency.as_ref().ok_or_else(|| {
+                    StoreError::Corrupt("a job without a key was not inserted".into())
+                })?;
+                match existing.get(&(job.organization_id, idempotency.key.clone())) {
+                    Some((summary, hash)) if *hash == idempotency.request_hash => {
+                        Ok(Inserted::Existing(summary.clone()))
+                    }
+                    Some(_) => Ok(Inserted::KeyReused),
+                    None => Err(StoreError::Corrupt(
+                        "idempotency conflict without a row".into(),
+                    )),
+                }
+            })
+            .collect()
+    }
+
+    async fn get(&self, organization_id: Uuid, id: Uuid) -> Result<Option<JobView>, StoreError> {
+        let job_params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
+        let delivery_params: [&(dyn ToSql + Sync); 1] = [&id];
+        // pipelined: both queries travel in one round trip
+        let (job, deliveries) = futures::try_join!(
+            self.query_opt(&sql::GET_JOB, &job_params),
+            self.query(&sql::LIST_DELIVERIES, &delivery_params),
+        )?;
+        let Some(row) = job else {
+            return Ok(None);
+        };
+        let deliveries = deliveries
+            .iter()
+            .map(|d| DeliveryView {
+                attempt: d.get("attempt"),
+                provider: d.get("provider"),
+                provider_message_id: d.get("provider_message_id"),
+                error_code: d.get("error_code"),
+                error_message: d.get("error_message"),
+                outcome: d.get("outcome"),
+                fenced: d.get("fenced"),
+                started_at: d.get("started_at"),
+                finished_at: d.get("finished_at"),
+                feedback: d
+                    .get::<_, tokio_postgres::types::Json<Vec<FeedbackView>>>("feedback")
+                    .0,
+            })
+            .collect();
+        Ok(Some(JobView {
+            deliveries: Some(deliveries),
+            ..job_view(&row)?
+        }))
+    }
+
+    async fn cancel(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
+        self.transition(&sql::CANCEL, organization_id, id).await
+    }
+
+    async fn requeue(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
+        self.transition(&sql::REQUEUE, organization_id, id).await
+    }
+
+    async fn list(
+        &self,
+        organization_id: Uuid,
+        status: Option<JobStatus>,
+        after: Option<ListCursor>,
+        limit: u32,
+    ) -> Result<Vec<JobView>, StoreError> {
+        // the page's ids and days, then the jobs within those days only (jobs_within.sql)
+        let page_of = || async {
+            let page = self
+                .query(
+                    &sql::LIST_JOBS,
+                    &[
+                        &organization_id,
+                        &status.map(JobStatus::as_str),
+                        &after.map(|c| c.created_at),
+                        &after.map(|c| c.id),
+                        &i64::from(limit),
+                    ],
+                )
+                .await?;
+            let page: Vec<(Uuid, DateTime<Utc>)> = page
+                .iter()
+                .map(|row| (row.get("id"), row.get("created_at")))
+                .collect();
+            let jobs = self.jobs_within(&page).await?;
+            Ok::<_, StoreError>((page.len(), jobs))
+        };
+        let (listed, jobs) = page_of().await?;
+        // A job of the page that the second read misses was removed in between (its day
+        // dropped by retention): a short page would end the caller's paging, so the page is
+        // read again, without it.
+        let jobs = if jobs.len() < listed {
+            page_of().await?.1
+        } else {
+            jobs
+        };
+        jobs.iter().map(job_view).collect()
+    }
+
+    async fn claim(&self, batch_size: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError> {
+        let batch = i64::from(batch_size);
+        let rows = match self.rate_limit_per_min {
+            None => self.query(&sql::CLAIM, &[&batch, &now]).await?,
+            Some(per_minute) => {
+                let per_minute = i32::try_from(per_minute).unwrap_or(i32::MAX);
+                self.query(&sql::CLAIM_FAIR, &[&batch, &now, &per_minute])
+                    .await?
+            }
+        };
+        rows.iter().map(claimed_job).collect()
+    }
+
+    async fn complete(
+        &self,
+        completions: &[Completion],
+        now: Now,
+    ) -> Result<CompleteReport, StoreError> {
+        if completions.is_empty() {
+            return Ok(CompleteReport::default());
+        }
+        Ok(self.complete_and_claim(completions, 0, now).await?.0)
+    }
+
+    async fn complete_and_claim(
+        &self,
+        completions: &[Completion],
+        next_batch: u32,
+        now: Now,
+    ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
+        if self.rate_limit_per_min.is_some() && next_batch > 0 {
+            // the fair claim cannot be nested in the completion statement (it writes in a
+            // CTE of its own): complete, then claim
+            let report = self.complete_and_claim(completions, 0, now).await?.0;
+            return Ok((report, self.claim(next_batch, now).await?));
+        }
+        let columns = Columns::of(completions);
+        let rows = self
+            .query(
+                &sql::COMPLETE_AND_CLAIM,
+                &[
+                    &i64::from(next_batch),
+                    &now,
+                    &columns.ids,
+                    &columns.tokens,
+                    &columns.attempts,
+                    &columns.outcomes,
+                    &columns.retry_at,
+                    &columns.providers,
+                    &columns.message_ids,
+                    &columns.error_codes,
+                    &columns.error_messages,
+                    &columns.started,
+                    &columns.finished,
+                    &columns.created,
+                ],
+            )
+            .await?;
+        let mut report = CompleteReport::default();
+        let mut claimed = Vec::new();
+        let mut not_applied = std::collections::HashSet::new();
+        for row in &rows {
+            match row.get::<_, Option<bool>>("applied") {
+                Some(true) => report.applied.push(row.get("id")),
+                Some(false) => {
+                    not_applied.insert(row.get::<_, Uuid>("id"));
+                }
+                None => claimed.push(claimed_job(row)?),
+            }
+        }
+        if !not_applied.is_empty() {
+            let late: Vec<&Completion> = completions
+                .iter()
+                .filter(|c| not_applied.contains(&c.job_id))
+                .collect();
+            for (id, recorded) in self.record_late(&late).await? {
+                if recorded {
+                    report.applied.push(id);
+                } else {
+                    report.fenced.push(id);
+                }
+            }
+        }
+        Ok((report, claimed))
+    }
+
+    async fn release(&self, claims: &[(Uuid, Uuid)], now: Now) -> Result<Vec<Uuid>, StoreError> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = claims.iter().map(|(id, _)| *id).collect();
+        let tokens: Vec<Uuid> = claims.iter().map(|(_, token)| *token).collect();
+        let rows = self.query(&sql::RELEASE, &[&ids, &tokens, &now]).await?;
+        Ok(rows.iter().map(|row| row.get("id")).collect())
+    }
+
+    async fn expire(&self, limit: u32, now: Now) -> Result<u64, StoreError> {
+        let row = self
+            .query_one(&sql::EXPIRE, &[&i64::from(limit), &now])
+            .await?;
+        Ok(row.get::<_, i64>("expired").max(0) as u64)
+    }
+
+    async fn sweep(
+        &self,
+        stuck_after: Duration,
+        limit: u32,
+        now: Now,
+    ) -> Result<SweepReport, StoreError> {
+        let row = self
+            .query_one(
+                &sql::SWEEP,
+                &[&stuck_after.as_secs_f64(), &i64::from(limit), &now],
+            )
+            .await?;
+        let count = |name: &str| row.get::<_, i64>(name).max(0) as u64;
+        Ok(SweepReport {
+            requeued: count("requeued"),
+            dead: count("dead"),
+        })
+    }
+
+    async fn prune_feedback(
+        &self,
+        older_than_days: u32,
+        limit: u32,
+        now: Now,
+    ) -> Result<u64, StoreError> {
+        let days = i32::try_from(older_than_days).unwrap_or(i32::MAX);
+        let row = self
+            .query_one(&sql::PRUNE_FEEDBACK, &[&days, &i64::from(limit), &now])
+            .await?;
+        Ok(row.get::<_, i64>("pruned").max(0) as u64)
+    }
+
+    async fn add_history_days(&self, now: Now) -> Result<u32, StoreError> {
+        let row = self.query_one(&sql::ADD_HISTORY_DAYS, &[&now]).await?;
+        Ok(row.get::<_, i32>("added").max(0) as u32)
+    }
+
+    async fn drop_history_days(&self, keep: Duration, now: Now) -> Result<DroppedDays, StoreError> {
+        let row = self
+            .query_one(&sql::DROP_HISTORY_DAYS, &[&now, &keep.as_secs_f64()])
+            .await?;
+        Ok(DroppedDays {
+            dropped: row.get::<_, i32>("dropped").max(0) as u32,
+            dropped_days: row.get("dropped_days"),
+        })
+    }
+
+    async fn count_ingest(
+        &self,
+        organization_id: Uuid,
+        requests: u32,
+        now: Now,
+    ) -> Result<IngestWindow, StoreError> {
+        let requests = i32::try_from(requests).unwrap_or(i32::MAX);
+        let row = self
+            .query_one(&sql::COUNT_INGEST, &[&organization_id, &requests, &now])
+            .await?;
+        Ok(IngestWindow {
+            used: row.get::<_, i32>("requests").max(0) as u32,
+            resets_in_secs: row.get::<_, i32>("resets_in_secs").max(0) as u32,
+        })
+    }
+
+    async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError> {
+        self.execute(&sql::PRUNE_COUNTERS, &[&now]).await
+    }
+
+    async fn backlog_age(&self, now: Now) -> Result<f64, StoreError> {
+        let row = self.query_one(&sql::BACKLOG_AGE, &[&now]).await?;
+        Ok(row.get::<_, f64>("age").max(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sql::{self, Query};
+
+    #[test]
+    fn the_fair_claim_ends_with_the_update_of_claim_sql() {
+        let statement = &sql::CLAIM_FAIR.sql;
+        assert!(
+            !statement.contains("/* the UPDATE of claim.sql */"),
+            "marker replaced"
+        );
+        assert!(statement.trim_end().ends_with("AS suppressed"));
+        assert_eq!(statement.matches("UPDATE job_queue AS q").count(), 1);
+        assert!(statement.contains("WITH RECURSIVE"));
+    }
+
+    #[test]
+    fn the_combined_statement_embeds_the_claim() {
+        let statement = &sql::COMPLETE_AND_CLAIM.sql;
+        assert!(!statement.contains("/* claim.sql */"), "marker replaced");
+        assert!(statement.contains("LIMIT $1\n"), "the claim's size is $1");
+        assert!(statement.contains("FOR UPDATE SKIP LOCKED"));
+    }
+
+    #[test]
+    #[should_panic(expected = "exactly once")]
+    fn a_missing_marker_fails_loudly() {
+        let _ = sql::splice_for_test("SELECT 1", "/* nowhere */", "x");
+    }
+
+    /// The highest `$n` a statement uses.
+    fn highest_parameter(sql: &str) -> usize {
+        let mut highest = 0;
+        let bytes = sql.as_bytes();
+        for (i, _) in sql.match_indices('$') {
+            let digits: String = bytes[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .map(|b| *b as char)
+                .collect();
+            highest = highest.max(digits.parse().unwrap_or(0));
+        }
+        highest
+    }
+
+    #[test]
+    fn every_statement_declares_one_type_per_parameter() {
+        let composed: [(&str, &Query); 2] = [
+            ("CLAIM_FAIR", &sql::CLAIM_FAIR),
+            ("COMPLETE_AND_CLAIM", &sql::COMPLETE_AND_CLAIM),
+        ];
+        let all = sql::DECLARED.iter().copied().chain(composed);
+        for (name, query) in all {
+            assert_eq!(highest_parameter(&query.sql), query.params.len(), "{name}");
+        }
+    }
+}

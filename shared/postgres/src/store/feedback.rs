@@ -1,0 +1,173 @@
+//! The feedback and suppression ports over PostgreSQL.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tokio_postgres::types::Json;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::{sql, PgStore};
+use notify_core::domain::feedback::{jobs_window, FeedbackEvent};
+use notify_core::store::{
+    FeedbackReport, FeedbackStore, Now, StoreError, Suppression, SuppressionStore,
+    ON_ACCOUNT_SUPPRESSION_LIST,
+};
+
+fn suppression(row: &Row) -> Suppression {
+    Suppression {
+        recipient: row.get("recipient"),
+        reason: row.get("reason"),
+        detail: row.get("detail"),
+        created_at: row.get("created_at"),
+    }
+}
+
+#[async_trait]
+impl SuppressionStore for PgStore {
+    async fn list_suppressions(
+        &self,
+        organization_id: Uuid,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Suppression>, StoreError> {
+        let limit = i64::from(limit);
+        let rows = self
+            .query(&sql::LIST_SUPPRESSIONS, &[&organization_id, &after, &limit])
+            .await?;
+        Ok(rows.iter().map(suppression).collect())
+    }
+
+    async fn add_suppression(
+        &self,
+        organization_id: Uuid,
+        recipient: &str,
+        detail: Option<&str>,
+    ) -> Result<(Suppression, bool), StoreError> {
+        let row = self
+            .query_one(
+                &sql::ADD_SUPPRESSION,
+                &[&organization_id, &recipient, &detail],
+            )
+            .await?;
+        Ok((suppression(&row), row.get("created")))
+    }
+
+    async fn remove_suppression(
+        &self,
+        organization_id: Uuid,
+        recipient: &str,
+    ) -> Result<bool, StoreError> {
+        let removed = self
+            .execute(&sql::REMOVE_SUPPRESSION, &[&organization_id, &recipient])
+            .await?;
+        Ok(removed > 0)
+    }
+}
+
+#[async_trait]
+impl FeedbackStore for PgStore {
+    async fn record_feedback(
+        &self,
+        events: &[FeedbackEvent],
+        now: Now,
+    ) -> Result<FeedbackReport, StoreError> {
+        let mut report = FeedbackReport::default();
+        if !events.is_empty() {
+            let ids: Vec<&str> = events
+                .iter()
+                .map(|e| e.provider_message_id.as_str())
+                .collect();
+            let keys: Vec<&str> = events.iter().map(|e| e.key.as_str()).collect();
+            let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+            let subtypes: Vec<Option<&str>> = events.iter().map(|e| e.subtype.as_deref()).collect();
+            let diagnostics: Vec<Option<&str>> =
+                events.iter().map(|e| e.diagnostic.as_deref()).collect();
+            let suppresses: Vec<bool> = events.iter().map(|e| e.kind.suppresses()).collect();
+            let occurred: Vec<_> = events.iter().map(|e| e.occurred_at).collect();
+            let raw: Vec<Json<&serde_json::Value>> = events.iter().map(|e| Json(&e.raw)).collect();
+            let channels: Vec<&str> = events.iter().map(|e| e.channel.as_str()).collect();
+            let rows = self
+                .query(
+                    &sql::RECORD_FEEDBACK,
+                    &[
+                        &ids,
+                        &keys,
+                        &kinds,
+                        &subtypes,
+                        &diagnostics,
+                        &suppresses,
+                        &occurred,
+                        &raw,
+                        &now,
+                        &channels,
+                    ],
+                )
+                .await?;
+            for row in &rows {
+                *report
+                    .recorded
+                    .entry(row.get("channel"))
+                    .or_default()
+                    .entry(row.get("kind"))
+                    .or_default() += 1;
+                let subtype: Option<&str> = row.get("subtype");
+                if subtype == Some(ON_ACCOUNT_SUPPRESSION_LIST) {
+                    report.account_suppressed_bounces += 1;
+                }
+            }
+            report.duplicates = (events.len() - rows.len()) as u64;
+        }
+        // the days around these events, not every day kept (the sweeper's pass is unbounded)
+        let window = jobs_window(events, now.unwrap_or_else(Utc::now));
+        let applied = self.apply_feedback(Some(window), now).await?;
+        Ok(FeedbackReport {
+            applied: applied.applied,
+            jobs_changed: applied.jobs_changed,
+            suppressed: applied.suppressed,
+            ..report
+        })
+    }
+
+    async fn apply_waiting_feedback(&self, now: Now) -> Result<FeedbackReport, StoreError> {
+        self.apply_feedback(None, now).await
+    }
+
+    async fn drop_unmatched_feedback(
+        &self,
+        older_than_secs: u32,
+        limit: u32,
+        now: Now,
+    ) -> Result<u64, StoreError> {
+        let secs = f64::from(older_than_secs);
+        let limit = i64::from(limit);
+        let row = self
+            .query_one(&sql::DROP_UNMATCHED_FEEDBACK, &[&secs, &limit, &now])
+            .await?;
+        Ok(row.get::<_, i64>("dropped").max(0) as u64)
+    }
+}
+
+impl PgStore {
+    /// Applies the waiting events whose attempt is recorded, among the jobs accepted within
+    /// `window` ([from, to); `None`: every day kept).
+    async fn apply_feedback(
+        &self,
+        window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+        now: Now,
+    ) -> Result<FeedbackReport, StoreError> {
+        let (from, to) = (window.map(|w| w.0), window.map(|w| w.1));
+        let rows = self
+            .query(&sql::APPLY_FEEDBACK, &[&now, &from, &to])
+            .await?;
+        let first = |column: &str| {
+            rows.first()
+                .map_or(0, |row| row.get::<_, i32>(column).max(0) as u64)
+        };
+        Ok(FeedbackReport {
+            applied: rows.len() as u64,
+            jobs_changed: first("jobs_changed"),
+            suppressed: first("suppressed"),
+            ..FeedbackReport::default()
+        })
+    }
+}
