@@ -4,7 +4,7 @@
 # AWS_ENDPOINT_URL is set), builds the three function binaries, runs the suite and stops
 # what it started, also when the suite fails.
 #
-#   tests/scripts/faults.sh            the full suite: the README's table, and what CI runs
+#   tests/scripts/faults.sh            the full suite: docs/operations.md's table, and what CI runs
 #   tests/scripts/faults.sh --quick    a shorter version, for a quick local check
 #   tests/scripts/faults.sh --only 1,3 some scenarios (numbered as in the table)
 #

@@ -544,6 +544,7 @@ make deploy
         let root = crate::watch::root();
         let files = manual_files(&root);
         assert_eq!(files[0], root.join("README.md"));
+        assert!(files.contains(&root.join("docs/api.md")), "{files:?}");
         assert!(files
             .iter()
             .skip(1)
@@ -552,6 +553,10 @@ make deploy
         assert!(
             examples.iter().any(|e| e.file == "README.md"),
             "README.md has a local example"
+        );
+        assert!(
+            examples.iter().any(|e| e.file == "docs/api.md"),
+            "docs/api.md has local examples"
         );
     }
 
