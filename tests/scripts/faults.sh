@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make faults`: the fault suite of issue 8. Starts a throwaway PostgreSQL cluster of its own
+# `make faults`: the fault suite. Starts a throwaway PostgreSQL cluster of its own
 # (scenario 2 restarts it, so never DATABASE_URL's server) and the AWS stand-in (moto, unless
 # AWS_ENDPOINT_URL is set), builds the three function binaries, runs the suite and stops
 # what it started, also when the suite fails.
