@@ -37,7 +37,7 @@ contract: ## The API contract fuzzer alone: schemathesis over functions/ingest/o
 	tests/scripts/contract.sh
 
 .PHONY: bench
-bench: ## Benchmark (issue 7) on its own durable PostgreSQL: jobs/s grid, claim latency, ingest, latency, graphile-worker, pgbench ceiling
+bench: ## Benchmark on its own durable PostgreSQL: jobs/s grid, claim latency, ingest, latency, graphile-worker, pgbench ceiling
 	tests/scripts/bench.sh
 
 .PHONY: faults

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: the benchmark of issue 7 on a PostgreSQL of its own, with durable settings
+# make bench: the benchmark on a PostgreSQL of its own, with durable settings
 # (fsync and synchronous_commit on, unlike the test cluster), started here and stopped after.
 #
 #   tests/scripts/bench.sh            full run, optimized build (profile bench-fast)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `make faults`: the fault suite of issue 8. Starts a throwaway PostgreSQL cluster of its own
+# `make faults`: the fault suite. Starts a throwaway PostgreSQL cluster of its own
 # (scenario 2 restarts it, so never DATABASE_URL's server) and the AWS stand-in (moto, unless
 # AWS_ENDPOINT_URL is set), builds the three function binaries, runs the suite and stops
 # what it started, also when the suite fails.
 #
-#   tests/scripts/faults.sh            the full suite: the README's table, and what CI runs
+#   tests/scripts/faults.sh            the full suite: docs/operations.md's table, and what CI runs
 #   tests/scripts/faults.sh --quick    a shorter version, for a quick local check
 #   tests/scripts/faults.sh --only 1,3 some scenarios (numbered as in the table)
 #

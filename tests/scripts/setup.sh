@@ -3,7 +3,7 @@
 #   - Rust toolchain (cargo), plus rustfmt, clippy and the aarch64 target (`make build`)
 #   - PostgreSQL server binaries (initdb, pg_ctl) for the throwaway local database
 #   - PgBouncer (transaction pooling) for the tests' second pass through a pooler
-#   - psql (`make demo` reads its results with it) and curl (`make demo`, the README's examples)
+#   - psql (`make demo` reads its results with it) and curl (`make demo`, the manual's examples)
 #   - python3 with venv, for the project-local tool virtualenvs
 #   - cargo-lambda (brings zig), aws-sam-cli and cfn-lint from PyPI into .venv-tools
 #   - moto's server (the local AWS stand-in) from PyPI into .venv

@@ -1,7 +1,8 @@
-//! The README's local examples, read from README.md itself: each `sh` code block that talks
-//! to `make watch` (a `localhost:9000` URL, `make watch`, `make invoke/…`, `cargo-lambda … invoke`)
-//! split into commands and the answers the README shows under them, and a matcher that says
-//! whether a real answer has the shown one's status and shape.
+//! The manual's local examples, read from README.md and every Markdown file under docs/: each
+//! `sh` code block that talks to `make watch` (a `localhost:9000` URL, `make watch`,
+//! `make invoke/…`, `cargo-lambda … invoke`) split into commands and the answers the page shows
+//! under them, and a matcher that says whether a real answer has the shown one's status and
+//! shape.
 //!
 //! What a shown answer may leave open:
 //! - `…` inside a string: any text (`"provider_message_id":"…"`);
@@ -14,15 +15,18 @@
 //! element of a list, every other string and literal.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-/// One command of a README code block and what the README shows it answers.
+/// One command of a manual page's code block and what the page shows it answers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Example {
+    /// The page it is on, relative to the repository's root (`README.md`, `docs/api.md`).
+    pub file: String,
     /// The nearest heading above it.
     pub section: String,
-    /// Line number in README.md (1-based) where the command starts.
+    /// Line number in `file` (1-based) where the command starts.
     pub line: usize,
     /// The command as written (continuation lines included, trailing comment kept).
     pub command: String,
@@ -30,6 +34,54 @@ pub struct Example {
     pub shown: Vec<String>,
     /// Its code block's first line: examples of one block share it.
     pub block: usize,
+}
+
+impl Example {
+    /// Where it is written, for messages: `docs/api.md line 12`.
+    pub fn place(&self) -> String {
+        format!("{} line {}", self.file, self.line)
+    }
+}
+
+/// The manual's pages, in reading order: README.md, then every `.md` under docs/ (sorted by
+/// path, folders included).
+pub fn manual_files(root: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for path in paths {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = vec![root.join("README.md")];
+    walk(&root.join("docs"), &mut files);
+    files
+}
+
+/// Every local example of the manual (README.md and docs/), in reading order, each with its
+/// page.
+pub fn manual_examples() -> Vec<Example> {
+    let root = crate::watch::root();
+    manual_files(&root)
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path)
+                .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            let name = path
+                .strip_prefix(&root)
+                .unwrap_or(path)
+                .to_string_lossy()
+                .into_owned();
+            local_examples_in(&name, &text)
+        })
+        .collect()
 }
 
 const COMMAND_WORDS: &[&str] = &["curl", "make", "cargo", ".venv-tools/bin/cargo-lambda"];
@@ -79,11 +131,17 @@ fn shell_state(text: &str) -> (bool, Option<usize>) {
     (!single && !double && !continued, comment)
 }
 
-/// Every command of every local `sh` block of `readme`, with the answers shown.
+/// Every command of every local `sh` block of `readme`, with the answers shown, as read
+/// from README.md.
 pub fn local_examples(readme: &str) -> Vec<Example> {
+    local_examples_in("README.md", readme)
+}
+
+/// Every command of every local `sh` block of `text`, the page `file`, with the answers shown.
+pub fn local_examples_in(file: &str, text: &str) -> Vec<Example> {
     let mut out = Vec::new();
     let mut section = String::new();
-    let mut lines = readme.lines().enumerate().peekable();
+    let mut lines = text.lines().enumerate().peekable();
     while let Some((n, line)) = lines.next() {
         if line.starts_with('#') {
             section = line.trim_start_matches('#').trim().to_owned();
@@ -100,10 +158,10 @@ pub fn local_examples(readme: &str) -> Vec<Example> {
             }
             block.push((m + 1, inner));
         }
-        let (examples, orphans) = split_block(&block, &section, block_line);
+        let (examples, orphans) = split_block(&block, file, &section, block_line);
         if examples.iter().any(|e| is_local(&e.command)) {
             if let Some((n, line)) = orphans.first() {
-                panic!("README.md line {n}: an answer before any command: {line}");
+                panic!("{file} line {n}: an answer before any command: {line}");
             }
             out.extend(examples);
         }
@@ -114,6 +172,7 @@ pub fn local_examples(readme: &str) -> Vec<Example> {
 /// A block's commands, and the lines before its first command that are no comment.
 fn split_block(
     block: &[(usize, &str)],
+    file: &str,
     section: &str,
     block_line: usize,
 ) -> (Vec<Example>, Vec<(usize, String)>) {
@@ -147,6 +206,7 @@ fn split_block(
                 }
             }
             out.push(Example {
+                file: file.to_owned(),
                 section: section.to_owned(),
                 line: n,
                 command,
@@ -177,7 +237,7 @@ pub struct Shown {
 /// Marks `,…}` (more fields than shown) with a key no real answer has.
 pub const MORE: &str = "…";
 
-/// Parses the lines the README shows under a command.
+/// Parses the lines a page shows under a command.
 pub fn parse_shown(lines: &[String]) -> Result<Shown, String> {
     let mut rest = lines;
     let mut status_line = None;
@@ -333,7 +393,7 @@ fn match_pieces(pieces: &[Piece], actual: &str, bindings: &mut Bindings) -> bool
     }
 }
 
-/// Whether `actual` is what the README shows as `shown` (see the module's rules for `…`).
+/// Whether `actual` is what a page shows as `shown` (see the module's rules for `…`).
 pub fn matches_text(shown: &str, actual: &str, bindings: &mut Bindings) -> bool {
     if chrono::DateTime::parse_from_rfc3339(shown).is_ok() {
         return chrono::DateTime::parse_from_rfc3339(actual).is_ok();
@@ -412,7 +472,7 @@ pub fn substitute(command: &str, bindings: &Bindings) -> Result<String, String> 
     if let Some(i) = (0..chars.len()).find(|i| is_placeholder_at(&chars, *i)) {
         let p: String = chars[i..i + 10].iter().collect();
         return Err(format!(
-            "the command uses {p}, which no earlier answer in the README showed"
+            "the command uses {p}, which no earlier answer in the manual showed"
         ));
     }
     Ok(out)
@@ -467,6 +527,36 @@ make deploy
         assert_eq!(
             shown.headers,
             [("location".into(), "/notifications/5b0f6c0e-…".into())]
+        );
+    }
+
+    #[test]
+    fn each_example_names_its_page() {
+        let examples = local_examples_in("docs/api.md", SAMPLE);
+        assert_eq!(examples.len(), 2);
+        assert!(examples.iter().all(|e| e.file == "docs/api.md"));
+        assert_eq!(examples[0].place(), "docs/api.md line 6");
+        assert_eq!(local_examples(SAMPLE)[1].place(), "README.md line 14");
+    }
+
+    #[test]
+    fn the_manual_is_the_readme_then_docs() {
+        let root = crate::watch::root();
+        let files = manual_files(&root);
+        assert_eq!(files[0], root.join("README.md"));
+        assert!(files.contains(&root.join("docs/api.md")), "{files:?}");
+        assert!(files
+            .iter()
+            .skip(1)
+            .all(|f| f.starts_with(root.join("docs"))));
+        let examples = manual_examples();
+        assert!(
+            examples.iter().any(|e| e.file == "README.md"),
+            "README.md has a local example"
+        );
+        assert!(
+            examples.iter().any(|e| e.file == "docs/api.md"),
+            "docs/api.md has local examples"
         );
     }
 

@@ -1,9 +1,10 @@
-//! The README as a newcomer reads it (issue 12): its local commands, taken from README.md's
-//! own `sh` blocks and run as written (`bash -c`) against a real `make watch` — the Quick
-//! start's three shells, then the API section's curl examples and the worker, sweeper and
-//! feedback invocations — each answer compared with the one the README shows under it (status
-//! line, headers, JSON shape; see `integration_tests::readme` for what `…` leaves open). An
-//! edit that breaks a command, or an answer that no longer looks as shown, fails here.
+//! The manual as a newcomer reads it: its local commands, taken from the `sh` blocks of
+//! README.md and docs/*.md (`readme::manual_examples`) and run as written (`bash -c`) against a
+//! real `make watch` — the README's Quick start's three shells, then docs/api.md's curl
+//! examples and the worker, sweeper and feedback invocations — each answer compared with the
+//! one the page shows under it (status line, headers, JSON shape; see
+//! `integration_tests::readme` for what `…` leaves open). An edit that breaks a command, or an
+//! answer that no longer looks as shown, fails here, naming the page and line.
 //!
 //! What is adapted, and only that: `localhost:9000` and `--invoke-port 9000` become a free port
 //! (`make …` gets it as `WATCH_PORT`), id placeholders (`5b0f6c0e-…`) become the ids the
@@ -13,7 +14,7 @@
 //! sweeper; the dead job the listing shows is put in by SQL (locally nothing goes dead: the
 //! stand-in accepts every number ingest accepts). Feedback's answer is compared number for
 //! number too: its fixture names a message id no attempt carries, so on this fresh database the
-//! answer is what the README shows, exactly.
+//! answer is what the page shows, exactly.
 
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ use integration_tests::TestDb;
 use serde_json::Value;
 use uuid::Uuid;
 
-/// The number the README's listing shows as a dead job's recipient.
+/// The number the manual's listing shows as a dead job's recipient.
 const DEAD_TO: &str = "+15555550199";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -55,9 +56,10 @@ fn kind(e: &Example) -> Kind {
         Kind::Read
     } else {
         panic!(
-            "README.md line {} ({}): a local command this test does not know how to run; teach \
+            "{} ({}): a local command this test does not know how to run; teach \
              tests/tests/readme.rs about it:\n{c}",
-            e.line, e.section
+            e.place(),
+            e.section
         )
     }
 }
@@ -90,14 +92,14 @@ async fn run(e: &Example, command: &str, port: u16, timeout: Duration) -> Ran {
         .kill_on_drop(true);
     let output = tokio::time::timeout(timeout + Duration::from_secs(30), cmd.output())
         .await
-        .unwrap_or_else(|_| panic!("README.md line {}: no answer within {timeout:?}", e.line))
+        .unwrap_or_else(|_| panic!("{}: no answer within {timeout:?}", e.place()))
         .expect("run bash");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
-        "README.md line {} ({}) failed ({}):\n{command}\nstdout: {stdout}\nstderr: {stderr}",
-        e.line,
+        "{} ({}) failed ({}):\n{command}\nstdout: {stdout}\nstderr: {stderr}",
+        e.place(),
         e.section,
         output.status
     );
@@ -112,14 +114,14 @@ async fn run(e: &Example, command: &str, port: u16, timeout: Duration) -> Ran {
     }
 }
 
-/// Runs one example and compares its answer with the README's.
+/// Runs one example and compares its answer with the page's.
 async fn check(e: &Example, port: u16, bindings: &mut Bindings, timeout: Duration) -> Value {
     let command = readme::substitute(&e.command, bindings)
-        .unwrap_or_else(|err| panic!("README.md line {}: {err}", e.line))
+        .unwrap_or_else(|err| panic!("{}: {err}", e.place()))
         .replace("localhost:9000", &format!("localhost:{port}"))
         .replace("--invoke-port 9000", &format!("--invoke-port {port}"));
     let ran = run(e, &command, port, timeout).await;
-    let where_ = format!("README.md line {} ({})", e.line, e.section);
+    let where_ = format!("{} ({})", e.place(), e.section);
     let shown = readme::parse_shown(&e.shown).unwrap_or_else(|err| panic!("{where_}: {err}"));
     let (status_line, headers, body) = split_answer(&ran.stdout);
     if let Some(code) = ran.http_status {
@@ -132,7 +134,7 @@ async fn check(e: &Example, port: u16, bindings: &mut Bindings, timeout: Duratio
             Some(want) => assert_eq!(code, want, "{where_}: HTTP status\n{}", ran.stdout),
             None => assert!(
                 (200..300).contains(&code),
-                "{where_}: HTTP {code}, the README shows a success\n{}",
+                "{where_}: HTTP {code}, the page shows a success\n{}",
                 ran.stdout
             ),
         }
@@ -169,12 +171,12 @@ async fn check(e: &Example, port: u16, bindings: &mut Bindings, timeout: Duratio
     };
     if let Some(want) = &shown.body {
         if let Err(diff) = readme::matches_json(want, &actual, bindings, "") {
-            panic!("{where_}: the answer differs from the README's: {diff}\nanswered: {body}");
+            panic!("{where_}: the answer differs from the page's: {diff}\nanswered: {body}");
         }
     }
     eprintln!(
-        "readme: line {} ok: {}",
-        e.line,
+        "readme: {} ok: {}",
+        e.place(),
         e.command.lines().next().unwrap_or("")
     );
     actual
@@ -210,10 +212,9 @@ fn org_of(command: &str) -> Uuid {
 async fn the_readme_local_commands_answer_as_shown() {
     // first: without cargo-lambda this test cannot run, and says so
     integration_tests::watch::cargo_lambda();
-    let text = std::fs::read_to_string(watch::root().join("README.md")).expect("README.md");
-    let examples = readme::local_examples(&text);
+    let examples = readme::manual_examples();
     let kinds: Vec<Kind> = examples.iter().map(kind).collect();
-    // what the README must keep showing for this test to mean something
+    // what the manual must keep showing for this test to mean something
     for needed in [
         Kind::Watch,
         Kind::Create,
@@ -225,14 +226,14 @@ async fn the_readme_local_commands_answer_as_shown() {
     ] {
         assert!(
             kinds.contains(&needed),
-            "README.md has no local {needed:?} example"
+            "neither README.md nor docs/ has a local {needed:?} example"
         );
     }
-    let quick_block = examples[kinds.iter().position(|k| *k == Kind::Watch).unwrap()].block;
+    let quick_block = &examples[kinds.iter().position(|k| *k == Kind::Watch).unwrap()];
     let (quick, api): (Vec<_>, Vec<_>) = examples
         .iter()
         .zip(&kinds)
-        .partition(|(e, _)| e.block == quick_block);
+        .partition(|(e, _)| e.file == quick_block.file && e.block == quick_block.block);
 
     let db = TestDb::empty().await;
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
@@ -246,8 +247,8 @@ async fn the_readme_local_commands_answer_as_shown() {
     assert_eq!(
         (*first_kind, first.command.split('#').next().unwrap().trim()),
         (Kind::Watch, "make watch"),
-        "README.md line {}: the three-shell recipe starts with `make watch`",
-        first.line
+        "{}: the three-shell recipe starts with `make watch`",
+        first.place()
     );
     let started = std::time::Instant::now();
     let instance = Watch::make(
@@ -265,12 +266,7 @@ async fn the_readme_local_commands_answer_as_shown() {
     )
     .await;
     for (e, k) in &quick[1..] {
-        assert_ne!(
-            *k,
-            &Kind::Watch,
-            "README.md line {}: a second make watch",
-            e.line
-        );
+        assert_ne!(*k, &Kind::Watch, "{}: a second make watch", e.place());
         check(e, port, &mut bindings, watch::FIRST_CALL).await;
     }
     eprintln!(
@@ -285,22 +281,18 @@ async fn the_readme_local_commands_answer_as_shown() {
         "make watch says where ingest answers:\n{log}"
     );
 
-    // the API examples, in the order their answers need
+    // the API examples, in the order their answers need (a stable sort: reading order within
+    // a kind, across pages)
     let mut api: Vec<(&Example, Kind)> = api.into_iter().map(|(e, k)| (e, *k)).collect();
-    api.sort_by_key(|(e, k)| (*k, e.line));
+    api.sort_by_key(|(_, k)| *k);
     let listing = api
         .iter()
         .find(|(e, _)| e.command.contains("status=dead"))
-        .expect("README.md lists dead jobs (GET /notifications?status=dead…)");
+        .expect("the manual lists dead jobs (GET /notifications?status=dead…)");
     let org = org_of(&listing.0.command);
     let mut seeded = false;
     for (e, k) in api {
-        assert_ne!(
-            k,
-            Kind::Watch,
-            "README.md line {}: a second make watch",
-            e.line
-        );
+        assert_ne!(k, Kind::Watch, "{}: a second make watch", e.place());
         if k >= Kind::Read && !seeded {
             // the dead job the listing shows, as a worker would have left it: its request and
             // its outcome row
@@ -336,11 +328,13 @@ async fn the_readme_local_commands_answer_as_shown() {
             let shown = readme::parse_shown(&e.shown)
                 .ok()
                 .and_then(|s| s.body)
-                .unwrap_or_else(|| panic!("README.md line {}: feedback's answer shown", e.line));
+                .unwrap_or_else(|| panic!("{}: feedback's answer shown", e.place()));
             assert_eq!(
-                answer, shown,
-                "README.md line {} ({}): feedback's answer, number for number",
-                e.line, e.section
+                answer,
+                shown,
+                "{} ({}): feedback's answer, number for number",
+                e.place(),
+                e.section
             );
         }
     }

@@ -42,7 +42,7 @@ fn cell(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into())
 }
 
-/// The table, as Markdown (printed, written to `FAULTS_TABLE` and pasted into the README).
+/// The table, as Markdown (printed, written to `FAULTS_TABLE` and pasted into docs/operations.md).
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
         "| scenario | runs | accepted | delivered | dead | lost | claims | claimed twice | duplicate sends |\n\
