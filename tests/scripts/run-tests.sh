@@ -22,12 +22,12 @@ cargo test --workspace --no-fail-fast "$@" || status=$?
 # than the number of clients (the tests' own set-up and assertions stay direct).
 printf '\n=== the integration tests again, through PgBouncer (pool_mode = transaction) ===\n'
 pgbouncer_up
-# --workspace, as the first pass: the same feature set, so the test binaries are not built again
-cargo test --workspace --no-fail-fast \
-  --test claim_engine --test ingest_api --test worker_stand_in --test sweeper \
-  --test migrations --test batch --test rate_limits --test worker_recording --test operations \
-  --test database --test migrations_custom_resource --test feedback --test suppressions \
-  "$@" || status=$?
+# --workspace, as the first pass: the same feature set, so the test binary is not built again;
+# the filters name the integration binary's modules that reach PostgreSQL through the store
+cargo test --workspace --no-fail-fast --test it "$@" -- \
+  claim_engine:: ingest_api:: worker_stand_in:: sweeper:: migrations:: batch:: rate_limits:: \
+  worker_recording:: operations:: database:: migrations_custom_resource:: feedback:: \
+  suppressions:: || status=$?
 
 # The API contract: Schemathesis over functions/ingest/openapi.yaml against the real ingest
 # function under cargo lambda watch (on this run's PostgreSQL, a database of its own)

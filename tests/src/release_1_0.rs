@@ -2,7 +2,7 @@
 //! the files of 1.0's `shared/postgres/sql/` that these paths run, never edited): its ingest, its
 //! worker's claim and completion, its sweeper's steps and its `GET`, run as its store runs
 //! them. The online migration harness
-//! (`tests/tests/online_migration.rs`) keeps it working while each migration after 1.0 is
+//! (`tests/it/online_migration.rs`) keeps it working while each migration after 1.0 is
 //! applied: a deploy rolls out while the previous release still serves, and a rollback runs it
 //! on the newer schema.
 

@@ -732,7 +732,7 @@ mod tests {
                 // made by the worker: delivery::tests and worker's tests
                 notify_core::delivery::INVALID_PAYLOAD,
                 notify_core::delivery::WORKER_PANIC,
-                // made by the worker for a suppressed recipient: tests/tests/feedback.rs
+                // made by the worker for a suppressed recipient: tests/it/feedback.rs
                 notify_core::delivery::SUPPRESSED,
             ]
             .map(String::from),

@@ -382,7 +382,7 @@ async fn a_queued_job_to_a_newly_suppressed_recipient_dies_without_a_provider_ca
         &client,
         &[(
             Channel::Email,
-            // as ingest stores it (normalised: tests/tests/suppressions.rs shows that)
+            // as ingest stores it (normalised: tests/it/suppressions.rs shows that)
             json!({"to": to.to_lowercase(), "subject": "s", "text": "t"}),
         )],
         5,

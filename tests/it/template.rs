@@ -327,7 +327,7 @@ fn every_function_is_an_arm64_cargo_lambda_build_of_its_own_package() {
     );
     assert_eq!(get(globals, &["Architectures"])[0].as_str(), Some("arm64"));
     // (resource, folder, package = binary): the migrator is not `migrate`, which is the name
-    // of shared's binary behind `make migrate` (cargo lambda builds every binary by name)
+    // of notify-postgres's binary behind `make migrate` (cargo lambda builds every binary by name)
     let expected = [
         ("IngestFunction", "ingest", "ingest"),
         ("WorkerFunction", "worker", "worker"),

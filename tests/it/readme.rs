@@ -57,7 +57,7 @@ fn kind(e: &Example) -> Kind {
     } else {
         panic!(
             "{} ({}): a local command this test does not know how to run; teach \
-             tests/tests/readme.rs about it:\n{c}",
+             tests/it/readme.rs about it:\n{c}",
             e.place(),
             e.section
         )

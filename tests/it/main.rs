@@ -1,0 +1,24 @@
+//! The integration tests: one binary, a module per area, against a real PostgreSQL (and the
+//! AWS stand-in, and `cargo lambda watch` where a test says so). `make test` starts them.
+//! The fault suite (`make faults`) and the benchmark (`make bench`) have binaries of their own.
+
+mod batch;
+mod claim_engine;
+mod connect;
+mod database;
+mod feedback;
+mod ingest_api;
+mod ingest_property;
+mod migrations;
+mod migrations_custom_resource;
+mod online_migration;
+mod operations;
+mod rate_limits;
+mod readme;
+mod suppressions;
+mod sweeper;
+mod template;
+mod watch;
+mod worker_faults;
+mod worker_recording;
+mod worker_stand_in;
