@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use notify_core::store::{Completion, Decision, JobStore};
+use serde::Serialize;
 
 use crate::db::{Bench, HISTORY_DB, ORG};
 use crate::stats::{rounded, rounded_all, Latency, Samples};

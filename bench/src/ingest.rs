@@ -7,10 +7,10 @@ use std::time::Instant;
 use anyhow::{ensure, Context, Result};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request};
-use serde::Serialize;
-use serde_json::{json, Value};
 use notify_api::{Ingest, IngestConfig};
 use notify_postgres::PgStore;
+use serde::Serialize;
+use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::db::Bench;

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use serde::Serialize;
 use notify_core::store::JobStore;
+use serde::Serialize;
 use uuid::Uuid;
 
 use crate::db::Bench;

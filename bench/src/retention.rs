@@ -22,9 +22,9 @@
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
-use serde::Serialize;
 use notify_core::store::JobStore;
 use notify_core::sweeper::SweeperConfig;
+use serde::Serialize;
 
 use crate::claim::{fill_finished, Finished};
 use crate::db::Bench;

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use serde::{Serialize, Serializer};
 use notify_core::stats::nearest_rank;
+use serde::{Serialize, Serializer};
 
 /// Latency samples in milliseconds.
 #[derive(Debug, Default, Clone)]

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use async_trait::async_trait;
-use serde::Serialize;
 use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use notify_core::store::{ClaimedJob, JobStore};
-use notify_postgres::PgStore;
 use notify_core::worker::{self, WorkerConfig, WorkerSummary};
+use notify_postgres::PgStore;
+use serde::Serialize;
 use uuid::Uuid;
 
 use crate::db::Bench;

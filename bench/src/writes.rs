@@ -32,8 +32,8 @@
 //!   checkpointer's are not in it. It also gives each statement's WAL.
 
 use anyhow::Result;
-use serde::Serialize;
 use notify_postgres::db::DbConfig;
+use serde::Serialize;
 use tokio_postgres::Client;
 
 use crate::db::{Bench, DB, PEER_DB};

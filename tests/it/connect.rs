@@ -1,8 +1,8 @@
 //! A bad DATABASE_URL gives a one-line error naming the problem, never a panic.
 
 use integration_tests::TestDb;
-use notify_postgres::db::DbConfig;
 use notify_core::error::report;
+use notify_postgres::db::DbConfig;
 
 fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
     let line = report(err);

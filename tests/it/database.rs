@@ -10,8 +10,8 @@ use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
 use integration_tests::proxy::Proxy;
 use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
-use serde_json::json;
 use notify_postgres::db::{ConnectError, DbConfig};
+use serde_json::json;
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;

@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 
 use integration_tests::stand_in::{self, insert_jobs, Recipients};
 use integration_tests::{completion, TestDb};
-use serde_json::{json, Value};
 use notify_core::delivery::DeliveryConfig;
-use notify_delivery::aws_deliverer;
 use notify_core::domain::Channel;
 use notify_core::feedback::{self, events};
 use notify_core::store::{Decision, FeedbackStore, JobStore, SuppressionStore};
-use notify_postgres::PgStore;
 use notify_core::sweeper::{self, SweeperConfig};
 use notify_core::worker::{self, WorkerConfig};
+use notify_delivery::aws_deliverer;
+use notify_postgres::PgStore;
+use serde_json::{json, Value};
 use tokio_postgres::Client;
 use uuid::Uuid;
 

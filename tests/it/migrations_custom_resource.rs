@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use integration_tests::response_url::ResponseUrlStandIn;
 use integration_tests::TestDb;
-use serde_json::Value;
 use notify_core::config::{pairs, Vars};
 use notify_postgres::custom_resource::{
     self, apply_migration_files, HandleError, Invocation, MigrationError, RespondError, Responder,
@@ -22,6 +21,7 @@ use notify_postgres::custom_resource::{
 };
 use notify_postgres::db::DbConfig;
 use notify_postgres::migrate::{MigrateReport, MIGRATIONS};
+use serde_json::Value;
 use tokio::time::Instant;
 
 /// The schema version this code needs.

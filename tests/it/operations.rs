@@ -7,8 +7,8 @@ use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
 use integration_tests::factory::Job;
 use integration_tests::TestDb;
 use lambda_http::http::StatusCode;
-use serde_json::{json, Value};
 use notify_core::domain::JobStatus;
+use serde_json::{json, Value};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;
@@ -190,7 +190,9 @@ async fn concurrent_cancel_and_claim_never_both_win() {
     let cancels = tokio::spawn(async move {
         let mut cancelled = HashSet::new();
         for id in ids.into_iter().rev() {
-            if let notify_core::store::Transition::Done(_) = canceller.cancel(org, id).await.unwrap() {
+            if let notify_core::store::Transition::Done(_) =
+                canceller.cancel(org, id).await.unwrap()
+            {
                 cancelled.insert(id);
             }
         }

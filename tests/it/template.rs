@@ -422,8 +422,11 @@ fn every_template_route_reaches_a_handler_and_nothing_else_does() {
         .unwrap();
     // never connects: every request here is answered before any store call
     let store = notify_postgres::PgStore::new(
-        notify_postgres::db::DbConfig::new("postgres://nobody@127.0.0.1:9/none?sslmode=disable", None)
-            .unwrap(),
+        notify_postgres::db::DbConfig::new(
+            "postgres://nobody@127.0.0.1:9/none?sslmode=disable",
+            None,
+        )
+        .unwrap(),
     );
     // every answer checked against the API contract too (functions/ingest/openapi.yaml)
     let ingest = integration_tests::contract::Ingest::new(
@@ -1160,7 +1163,9 @@ fn the_sweeper_keeps_unmatched_feedback_for_a_parameter_window() {
 
 /// The custom metrics each function emits (namespace `NotificationService`, dimension
 /// `Service`), every one of which the dashboard shows.
-use notify_core::telemetry::emf::{FEEDBACK_METRICS, INGEST_METRICS, SWEEPER_METRICS, WORKER_METRICS};
+use notify_core::telemetry::emf::{
+    FEEDBACK_METRICS, INGEST_METRICS, SWEEPER_METRICS, WORKER_METRICS,
+};
 
 /// The stage SAM deploys an `AWS::Serverless::HttpApi` to without a `StageName`: the value of
 /// the `Stage` dimension of the API's metrics.
@@ -1746,7 +1751,12 @@ fn the_dashboard_shows_every_metric_and_every_functions_errors_throttles_and_dur
         .chain(INGEST_METRICS)
     {
         assert!(
-            shows(notify_core::worker::METRIC_NAMESPACE, metric, &service, None),
+            shows(
+                notify_core::worker::METRIC_NAMESPACE,
+                metric,
+                &service,
+                None
+            ),
             "the dashboard does not show {metric} (Service={})",
             notify_core::worker::SERVICE
         );

@@ -12,7 +12,6 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use integration_tests::stand_in::insert_jobs;
 use integration_tests::TestDb;
-use serde_json::{json, Value};
 use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use notify_core::domain::Channel;
 use notify_core::store::{
@@ -20,6 +19,7 @@ use notify_core::store::{
     ListCursor, NewJob, Now, StoreError, SweepReport, Transition,
 };
 use notify_core::worker::{self, WorkerConfig, WorkerSummary};
+use serde_json::{json, Value};
 use tokio_postgres::Client;
 use uuid::Uuid;
 

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use integration_tests::stand_in::{self, insert_jobs, Recipients};
 use integration_tests::TestDb;
-use serde_json::{json, Value};
 use notify_core::delivery::{DeliveryConfig, Router};
-use notify_delivery::aws_deliverer;
 use notify_core::domain::Channel;
 use notify_core::worker::{self, WorkerConfig};
+use notify_delivery::aws_deliverer;
+use serde_json::{json, Value};
 use tokio_postgres::Client;
 use uuid::Uuid;
 

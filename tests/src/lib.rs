@@ -22,9 +22,9 @@ pub mod watch;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sha2::{Digest, Sha256};
 use notify_postgres::db::DbConfig;
 use notify_postgres::PgStore;
+use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
 
 /// A database of this test's own, migrated, empty, and dropped at the end.

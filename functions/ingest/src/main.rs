@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
 use notify_api::{event, Ingest, IngestConfig};
 use notify_core::error::report;
 use notify_postgres::startup;
+use serde_json::Value;
 
 /// A caller waits on ingest: past this, a statement is cancelled and the answer is 503.
 const INGEST_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -6,10 +6,10 @@ use std::future::Future;
 use std::pin::Pin;
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use serde_json::Value;
 use notify_core::error::report;
 use notify_postgres::custom_resource::{self, Invocation, Responder};
 use notify_postgres::{db::DbConfig, startup};
+use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

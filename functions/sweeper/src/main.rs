@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
-use serde_json::{json, Value};
 use notify_core::error::report;
 use notify_core::sweeper::{self, SweeperConfig};
 use notify_postgres::{startup, PgStore};
+use serde_json::{json, Value};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

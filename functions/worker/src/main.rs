@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
-use serde_json::{json, Value};
 use notify_core::delivery::Router;
 use notify_core::error::report;
 use notify_core::worker::{self, WorkerConfig};
 use notify_delivery::aws_deliverer;
 use notify_postgres::{startup, PgStore};
+use serde_json::{json, Value};
 
 struct Deps {
     store: PgStore,

@@ -113,11 +113,11 @@ fn proxy_response(response: Response<Body>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::IngestConfig;
     use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayV2httpResponse};
     use aws_lambda_events::encodings::Body as EventBody;
     use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlResponse;
     use lambda_http::http::header::{HeaderMap, SET_COOKIE};
-    use crate::IngestConfig;
     use notify_postgres::db::DbConfig;
     use notify_postgres::PgStore;
     use std::sync::Arc;

@@ -24,11 +24,11 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
 use uuid::Uuid;
 
-use notify_core::config::{self, ConfigError};
-use notify_core::store::{Inserted, JobSummary, ListCursor, NewJob, Store, Transition};
 pub use error::ApiError;
 pub(crate) use http::valid_key;
 use http::{idempotency_key, json_body, organization, parse_id, request_id, route, Route};
+use notify_core::config::{self, ConfigError};
+use notify_core::store::{Inserted, JobSummary, ListCursor, NewJob, Store, Transition};
 pub use validate::{validate, FieldError, SendRequest};
 
 /// Bodies above this size are refused with 413.

@@ -39,8 +39,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::db::{ConnectError, DbConfig};
-use notify_core::error::report;
 use crate::migrate::{self, MigrateError, MigrateReport};
+use notify_core::error::report;
 
 /// The resource's physical id, the same on every answer: a changed id would make
 /// CloudFormation treat an `Update` as a replacement and send a `Delete` for the old one.

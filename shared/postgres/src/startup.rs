@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use notify_core::config::{ConfigError, Vars};
 use crate::db::{ConnectError, DbConfig};
 use crate::store::PgStore;
+use notify_core::config::{ConfigError, Vars};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use serde_json::{json, Value};
 use notify_core::stats::nearest_rank;
+use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::Scenario;

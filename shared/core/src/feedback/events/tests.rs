@@ -12,10 +12,13 @@ use base64::Engine;
 
 const SES_BOUNCE: &str =
     include_str!("../../../../../tests/fixtures/feedback/ses-bounce-permanent.json");
-const SES_COMPLAINT: &str = include_str!("../../../../../tests/fixtures/feedback/ses-complaint.json");
+const SES_COMPLAINT: &str =
+    include_str!("../../../../../tests/fixtures/feedback/ses-complaint.json");
 const SES_DELIVERY: &str = include_str!("../../../../../tests/fixtures/feedback/ses-delivery.json");
-const SMS_SUCCESS: &str = include_str!("../../../../../tests/fixtures/feedback/sns-sms-success.json");
-const SMS_FAILURE: &str = include_str!("../../../../../tests/fixtures/feedback/sns-sms-failure.json");
+const SMS_SUCCESS: &str =
+    include_str!("../../../../../tests/fixtures/feedback/sns-sms-success.json");
+const SMS_FAILURE: &str =
+    include_str!("../../../../../tests/fixtures/feedback/sns-sms-failure.json");
 
 /// The provider message id the tests put in place of the fixtures' `MESSAGE_ID`.
 const ID: &str = "010001812a3b4c5d-6e7f8a9b-0c1d-2e3f-4a5b-6c7d8e9f0a1b-000000";
