@@ -1,4 +1,4 @@
-//! 6: the ceiling — the worker's own SQL, read from shared/postgres/sql at run time, driven by
+//! 6: the ceiling — the worker's own SQL (notify_postgres::sql::COMPLETE_AND_CLAIM), driven by
 //! pgbench with no application in the loop, in the shape the worker runs it: complete.sql
 //! with claim.sql in its `claimed` CTE, one statement (one commit) per batch that completes
 //! the batch in hand (all sent) and claims the next. Each pgbench client carries its batch
@@ -63,20 +63,13 @@ fn version_of(bin: &Path) -> u32 {
         .unwrap_or(0)
 }
 
-fn sql_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/postgres/sql")
-}
-
-/// The file without its full-line comments.
-fn read_sql(name: &str) -> Result<String> {
-    let path = sql_dir().join(name);
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+/// A statement without its full-line comments (the markers of sql/ included).
+fn without_comments(text: &str) -> String {
     let body: Vec<&str> = text
         .lines()
         .filter(|l| !l.trim_start().starts_with("--"))
         .collect();
-    Ok(body.join("\n").trim().trim_end_matches(';').to_owned())
+    body.join("\n").trim().trim_end_matches(';').to_owned()
 }
 
 /// The highest `$n` in a statement.
@@ -157,23 +150,17 @@ pub const INITIAL: [&str; 12] = [
 
 /// The pgbench script.
 pub fn script() -> Result<String> {
-    let claim = read_sql("claim.sql")?;
-    let complete = read_sql("complete.sql")?;
-    const MARKER: &str = "/* claim.sql */";
-    if max_param(&claim) != 2 || max_param(&complete) != 14 || !complete.contains(MARKER) {
+    // the statement the worker runs (complete.sql holds claim.sql, copied in by the build):
+    // claim.sql's $1 (batch size) and $2 (the current time, NULL: the server's) are its own
+    let complete = notify_postgres::sql::COMPLETE_AND_CLAIM.sql;
+    if max_param(complete) != 14 || !complete.contains("-- @include claim.sql") {
         bail!(
-            "the SQL changed shape (claim.sql takes {} parameters, complete.sql {}{}; the ceiling \
-             script expects 2, and 14 with claim.sql in place of {MARKER}): update bench/src/ceiling.rs",
-            max_param(&claim),
-            max_param(&complete),
-            if complete.contains(MARKER) { "" } else { " without the claim marker" },
+            "complete.sql changed shape (it takes {} parameters; the ceiling script expects 14, \
+             with claim.sql included): update bench/src/ceiling.rs",
+            max_param(complete),
         );
     }
-    // as notify_postgres::sql::COMPLETE_AND_CLAIM composes it: claim.sql's $1 (batch size) and
-    // $2 (the current time, NULL: the server's) are complete.sql's too
-    let statement = complete
-        .replace(MARKER, &claim)
-        .replace("$2::timestamptz", "NULL::timestamptz");
+    let statement = without_comments(complete).replace("$2::timestamptz", "NULL::timestamptz");
     let mut names: Vec<&str> = vec!["next", "now"];
     names.extend(INITIAL);
     let statement = with_variables(&statement, &names);

@@ -217,10 +217,7 @@ async fn plain_for_update_blocks_the_second_claimer_skip_locked_does_not() {
     let skipping = db.client().await;
     let skipped = tokio::time::timeout(
         Duration::from_secs(5),
-        skipping.query(
-            sql::CLAIM.sql.as_ref(),
-            &[&10_i64, &None::<chrono::DateTime<Utc>>],
-        ),
+        skipping.query(sql::CLAIM.sql, &[&10_i64, &None::<chrono::DateTime<Utc>>]),
     )
     .await
     .expect("SKIP LOCKED never waits")

@@ -11,7 +11,7 @@ use serde_json::json;
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;
-use notify_core::store::{JobStore};
+use notify_core::store::JobStore;
 use notify_postgres::PgStore;
 use tokio_postgres::Client;
 use uuid::Uuid;
@@ -292,7 +292,9 @@ async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
         batch_size: 4,
         concurrency: 1,
         rate_limit_per_org_per_min: 6,
-        ..WorkerConfig::new(notify_core::delivery::DeliveryConfig::new("noreply@example.com"))
+        ..WorkerConfig::new(notify_core::delivery::DeliveryConfig::new(
+            "noreply@example.com",
+        ))
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let summary = run(&store, &recorder, &config, deadline).await.unwrap();
@@ -366,7 +368,7 @@ async fn the_fair_claim_locks_only_the_rows_it_claims() {
     let now: Option<chrono::DateTime<chrono::Utc>> = None;
     let claimed = tx
         .query_typed(
-            &statement.sql,
+            statement.sql,
             &[
                 (&100_i64, statement.params[0].clone()),
                 (&now, statement.params[1].clone()),

@@ -620,12 +620,12 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let params: [&(dyn ToSql + Sync); 2] = [&v7, &org];
     // GET and the status check: the requests and the outcome rows of the id's day
     let statements = [
-        ("GET", &notify_postgres::sql::GET_JOB),
-        ("the status check", &notify_postgres::sql::JOB_STATUS),
+        ("GET", notify_postgres::sql::GET_JOB.sql),
+        ("the status check", notify_postgres::sql::JOB_STATUS.sql),
     ];
     for (name, statement) in statements {
         for table in ["job_requests", "job_outcomes"] {
-            let planned = partitions_planned(&client, &statement.sql, &params, table).await;
+            let planned = partitions_planned(&client, statement, &params, table).await;
             assert!(
                 (1..=3).contains(&planned),
                 "{name} plans the {table} partitions of the id's day, not 40: {planned}"
@@ -664,7 +664,7 @@ async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let none: [&(dyn ToSql + Sync); 2] = [&v4, &org];
     for table in ["job_requests", "job_outcomes"] {
         let planned =
-            partitions_planned(&client, &notify_postgres::sql::GET_JOB.sql, &none, table).await;
+            partitions_planned(&client, notify_postgres::sql::GET_JOB.sql, &none, table).await;
         assert_eq!(planned, 0, "a v4 id plans no {table} partition");
     }
     let store = db.store().await;

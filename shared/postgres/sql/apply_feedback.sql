@@ -76,7 +76,7 @@ suppressed AS (
     ON CONFLICT (organization_id, recipient) DO NOTHING
     RETURNING recipient
 )
-SELECT m.kind,
-       (SELECT count(*) FROM changed)::int AS jobs_changed,
+-- one row per event applied, each with the statement's totals
+SELECT (SELECT count(*) FROM changed)::int AS jobs_changed,
        (SELECT count(*) FROM suppressed)::int AS suppressed
 FROM matched AS m

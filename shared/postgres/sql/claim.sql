@@ -6,7 +6,8 @@
 -- The UPDATE changes no indexed column, so the claimed version of the row stays on its page
 -- with no new index entry (a HOT update); the claimed rows stay in job_queue_next, where the
 -- scan below passes over them (the jobs in flight).
--- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE.
+-- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE (the part
+-- `update`, copied there by the build); complete.sql holds the whole statement.
 WITH due AS (
     SELECT id
     FROM job_queue
@@ -18,7 +19,7 @@ WITH due AS (
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 )
-/* @update */
+-- @part update
 UPDATE job_queue AS q
 SET attempts    = q.attempts + 1,
     tries       = GREATEST(q.tries, q.attempts) + 1,
@@ -33,3 +34,4 @@ RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attem
           EXISTS (SELECT FROM suppressions AS s
                   WHERE s.organization_id = q.organization_id
                     AND s.recipient = q.payload ->> 'to') AS suppressed
+-- @end update

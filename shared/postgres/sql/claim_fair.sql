@@ -11,8 +11,7 @@
 --  * SKIP LOCKED as in claim.sql: rows another claimer holds are skipped. The rows are
 --    chosen first and only the chosen ones locked, so a claim locks at most $1 rows however
 --    many organizations have due jobs.
---  * The claim itself is claim.sql's UPDATE (from `UPDATE` on), put in place of the marker
---    at the end when the statement is prepared.
+--  * The claim itself is claim.sql's UPDATE (its part `update`), copied below by the build.
 WITH RECURSIVE orgs AS (
     -- the organizations with due jobs, one index probe each (a loose index scan)
     (SELECT organization_id
@@ -112,4 +111,19 @@ due AS (
     JOIN reserved AS r ON r.organization_id = p.organization_id
     WHERE p.turn <= r.granted
 )
-/* the UPDATE of claim.sql */
+-- @include claim.sql#update
+UPDATE job_queue AS q
+SET attempts    = q.attempts + 1,
+    tries       = GREATEST(q.tries, q.attempts) + 1,
+    claimed_at  = coalesce($2::timestamptz, now()),
+    claim_token = gen_random_uuid()
+FROM due
+WHERE q.id = due.id
+RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
+          q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
+          -- the recipient was suppressed after the job was accepted: the worker ends it
+          -- `dead` without calling the provider
+          EXISTS (SELECT FROM suppressions AS s
+                  WHERE s.organization_id = q.organization_id
+                    AND s.recipient = q.payload ->> 'to') AS suppressed
+-- @end claim.sql#update

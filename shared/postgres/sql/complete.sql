@@ -5,8 +5,8 @@
 -- job_attempts row. A completion whose token no longer holds the claim changes nothing here
 -- (applied false): it was swept (fenced), or it is the repeat of a completion that committed
 -- already; record_late.sql tells the two apart and records a fenced one.
--- The next batch (up to $1 jobs; 0 claims none) is claimed by claim.sql itself, put in
--- place of the marker below; claim.sql's parameters ($1 batch size, $2 the current time, NULL
+-- The next batch (up to $1 jobs; 0 claims none) is claimed by claim.sql itself, copied into
+-- the `claimed` CTE below by the build; claim.sql's parameters ($1 batch size, $2 the current time, NULL
 -- meaning now()) come first here too, so it goes in unchanged. Both parts work on disjoint
 -- rows: the claim takes unclaimed queue rows, the completion changes claimed ones (and the
 -- claim does not see what the completion changed: one snapshot).
@@ -89,7 +89,33 @@ recorded AS (
 ),
 claimed AS (
     -- claim.sql, unchanged: its $1 and $2 are this statement's
-    /* claim.sql */
+    -- @include claim.sql
+    WITH due AS (
+        SELECT id
+        FROM job_queue
+        WHERE claim_token IS NULL
+          AND next_attempt_at <= coalesce($2::timestamptz, now())
+          -- an expired job is never sent (the sweeper marks it expired)
+          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
+        ORDER BY next_attempt_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE job_queue AS q
+    SET attempts    = q.attempts + 1,
+        tries       = GREATEST(q.tries, q.attempts) + 1,
+        claimed_at  = coalesce($2::timestamptz, now()),
+        claim_token = gen_random_uuid()
+    FROM due
+    WHERE q.id = due.id
+    RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
+              q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
+              -- the recipient was suppressed after the job was accepted: the worker ends it
+              -- `dead` without calling the provider
+              EXISTS (SELECT FROM suppressions AS s
+                      WHERE s.organization_id = q.organization_id
+                        AND s.recipient = q.payload ->> 'to') AS suppressed
+    -- @end claim.sql
 )
 -- one row per completion (applied is true or false), then one per claimed job (applied null)
 SELECT i.job_id AS id, a.id IS NOT NULL AS applied, NULL::uuid AS organization_id,

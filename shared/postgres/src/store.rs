@@ -15,140 +15,12 @@ use crate::db::DbConfig;
 use crate::migrate::MigrateError;
 use notify_core::domain::{Channel, JobStatus};
 use notify_core::store::{
-    ClaimedJob, CompleteReport, Completion, Decision, DeliveryView, DroppedDays, FeedbackView,
-    IngestWindow, Inserted, JobStore, JobSummary, JobView, ListCursor, NewJob, Now, StoreError,
-    SweepReport, Transition,
+    ClaimedJob, CompleteReport, Completion, Decision, DeliveryView, DroppedDays, IngestWindow,
+    Inserted, JobStore, JobSummary, JobView, ListCursor, NewJob, Now, StoreError, SweepReport,
+    Transition,
 };
 
-/// Every statement: its SQL file and the type of each parameter, declared once.
-///
-/// Statements run unnamed (`query_typed`): parsed, bound and executed in one round trip,
-/// nothing left on the server. So they work unchanged through a transaction-pooling
-/// PgBouncer or RDS Proxy, where a named prepared statement would meet another client's
-/// server connection (or pin the session).
-pub mod sql {
-    use std::borrow::Cow;
-    use std::sync::LazyLock;
-
-    use tokio_postgres::types::Type;
-
-    /// One statement and its parameter types, in `$n` order.
-    pub struct Query {
-        pub sql: Cow<'static, str>,
-        pub params: &'static [Type],
-    }
-
-    macro_rules! queries {
-        ($($(#[$doc:meta])* $name:ident = $file:literal [$($ty:ident),*];)*) => {
-            $($(#[$doc])* pub static $name: Query = Query {
-                sql: Cow::Borrowed(include_str!(concat!("../sql/", $file))),
-                params: &[$(Type::$ty),*],
-            };)*
-
-            /// Every statement declared here, by name (the unit tests check each).
-            #[cfg(test)]
-            pub(super) static DECLARED: &[(&str, &Query)] = &[$((stringify!($name), &$name)),*];
-        };
-    }
-
-    queries! {
-        CLAIM = "claim.sql" [INT8, TIMESTAMPTZ];
-        /// claim_fair.sql as written: it ends with a marker that [`CLAIM_FAIR`] fills with
-        /// the UPDATE of [`CLAIM`].
-        CLAIM_FAIR_TEMPLATE = "claim_fair.sql" [INT8, TIMESTAMPTZ, INT4];
-        /// complete.sql as written: its `claimed` CTE is a marker that
-        /// [`COMPLETE_AND_CLAIM`] fills with [`CLAIM`].
-        COMPLETE_TEMPLATE = "complete.sql" [
-            INT8, TIMESTAMPTZ, UUID_ARRAY, UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY,
-            TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY,
-            TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY
-        ];
-        COUNT_INGEST = "count_ingest.sql" [UUID, INT4, TIMESTAMPTZ];
-        PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ];
-        BACKLOG_AGE = "backlog_age.sql" [TIMESTAMPTZ];
-        INSERT_JOBS = "insert_jobs.sql" [
-            UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
-            TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY
-        ];
-        RECORD_LATE = "record_late.sql" [
-            UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY,
-            TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ
-        ];
-        EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ];
-        IDEMPOTENCY_KEY_JOBS = "idempotency_key_jobs.sql" [UUID, TEXT_ARRAY];
-        JOBS_WITHIN = "jobs_within.sql" [UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ];
-        GET_JOB = "get_job.sql" [UUID, UUID];
-        LIST_DELIVERIES = "list_deliveries.sql" [UUID];
-        SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ];
-        PRUNE_FEEDBACK = "prune_feedback.sql" [INT4, INT8, TIMESTAMPTZ];
-        ADD_HISTORY_DAYS = "add_history_days.sql" [TIMESTAMPTZ];
-        DROP_HISTORY_DAYS = "drop_history_days.sql" [TIMESTAMPTZ, FLOAT8];
-        RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ];
-        CANCEL = "cancel.sql" [UUID, UUID];
-        REQUEUE = "requeue.sql" [UUID, UUID];
-        JOB_STATUS = "job_status.sql" [UUID, UUID];
-        LIST_JOBS = "list_jobs.sql" [UUID, TEXT, TIMESTAMPTZ, UUID, INT8];
-        RECORD_FEEDBACK = "record_feedback.sql" [
-            TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, BOOL_ARRAY,
-            TIMESTAMPTZ_ARRAY, JSONB_ARRAY, TIMESTAMPTZ, TEXT_ARRAY
-        ];
-        APPLY_FEEDBACK = "apply_feedback.sql" [TIMESTAMPTZ, TIMESTAMPTZ, TIMESTAMPTZ];
-        DROP_UNMATCHED_FEEDBACK = "drop_unmatched_feedback.sql" [FLOAT8, INT8, TIMESTAMPTZ];
-        LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8];
-        ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT];
-        REMOVE_SUPPRESSION = "remove_suppression.sql" [UUID, TEXT];
-    }
-
-    /// The fair, rate-limited claim: claim_fair.sql's choice of rows, claim.sql's UPDATE.
-    pub static CLAIM_FAIR: LazyLock<Query> = LazyLock::new(|| Query {
-        sql: Cow::Owned(splice(
-            &CLAIM_FAIR_TEMPLATE.sql,
-            "/* the UPDATE of claim.sql */",
-            after_marker(&CLAIM.sql, "/* @update */"),
-        )),
-        params: CLAIM_FAIR_TEMPLATE.params,
-    });
-
-    /// The statement the worker runs after each batch: complete.sql with claim.sql in its
-    /// `claimed` CTE (one source for the claim). Both take the batch size as `$1` and the
-    /// current time as `$2`, so the claim goes in unchanged.
-    pub static COMPLETE_AND_CLAIM: LazyLock<Query> = LazyLock::new(|| Query {
-        sql: Cow::Owned(splice(
-            &COMPLETE_TEMPLATE.sql,
-            "/* claim.sql */",
-            &CLAIM.sql,
-        )),
-        params: COMPLETE_TEMPLATE.params,
-    });
-
-    #[cfg(test)]
-    pub(super) fn splice_for_test(template: &str, marker: &str, part: &str) -> String {
-        splice(template, marker, part)
-    }
-
-    /// `template` with its one `marker` replaced by `part`. A missing or repeated marker is
-    /// a bug in the SQL files, caught by the unit tests below, never a silent fallback.
-    fn splice(template: &str, marker: &str, part: &str) -> String {
-        assert_eq!(
-            template.matches(marker).count(),
-            1,
-            "the SQL template must hold the marker {marker} exactly once"
-        );
-        template.replace(marker, part.trim())
-    }
-
-    /// The text after `marker` (which must be present once).
-    fn after_marker<'a>(text: &'a str, marker: &str) -> &'a str {
-        assert_eq!(
-            text.matches(marker).count(),
-            1,
-            "the SQL must hold the marker {marker} exactly once"
-        );
-        text.split_once(marker).map_or(text, |(_, rest)| rest)
-    }
-}
-
-use sql::Query;
+use crate::sql::{self, FromRow, Query};
 
 mod feedback;
 
@@ -226,7 +98,10 @@ impl PgStore {
 
     /// The jobs `jobs` (ids and creation times) as they stand, in page order, read within
     /// their days only (jobs_within.sql).
-    async fn jobs_within(&self, jobs: &[(Uuid, DateTime<Utc>)]) -> Result<Vec<Row>, StoreError> {
+    async fn jobs_within(
+        &self,
+        jobs: &[(Uuid, DateTime<Utc>)],
+    ) -> Result<Vec<sql::KeyedJobRow>, StoreError> {
         let Some((from, to)) = window(jobs.iter().map(|(_, created_at)| *created_at)) else {
             return Ok(Vec::new());
         };
@@ -262,10 +137,7 @@ impl PgStore {
                 ],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|row| (row.get("id"), row.get("recorded")))
-            .collect())
+        Ok(rows.iter().map(|row| (row.id, row.recorded)).collect())
     }
 
     async fn conn(&self) -> Result<Arc<Client>, StoreError> {
@@ -316,27 +188,36 @@ impl PgStore {
         Ok(client)
     }
 
-    /// Runs one statement within the statement timeout; its rows.
-    async fn query(
+    /// Runs one statement within the statement timeout; its rows, read as declared.
+    pub(crate) async fn query<R: FromRow>(
         &self,
-        query: &Query,
+        query: &Query<R>,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<R>, StoreError> {
+        let rows = self.query_rows(query, params).await?;
+        rows.iter().map(|row| read(query.name, row)).collect()
+    }
+
+    /// Runs one statement within the statement timeout; its rows as they came.
+    async fn query_rows<R>(
+        &self,
+        query: &Query<R>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
         let typed = typed(query, params);
         let conn = self.conn().await?;
-        self.timed(&conn, conn.query_typed(&query.sql, &typed))
-            .await
+        self.timed(&conn, conn.query_typed(query.sql, &typed)).await
     }
 
     /// Runs one statement within the statement timeout; the number of rows it changed.
     async fn execute(
         &self,
-        query: &Query,
+        query: &Query<sql::NoRows>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
         let typed = typed(query, params);
         let conn = self.conn().await?;
-        self.timed(&conn, conn.execute_typed(&query.sql, &typed))
+        self.timed(&conn, conn.execute_typed(query.sql, &typed))
             .await
     }
 
@@ -367,11 +248,11 @@ impl PgStore {
         }
     }
 
-    async fn query_opt(
+    pub(crate) async fn query_opt<R: FromRow>(
         &self,
-        query: &Query,
+        query: &Query<R>,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, StoreError> {
+    ) -> Result<Option<R>, StoreError> {
         let mut rows = self.query(query, params).await?;
         if rows.len() > 1 {
             return Err(StoreError::Corrupt(format!(
@@ -382,11 +263,11 @@ impl PgStore {
         Ok(rows.pop())
     }
 
-    async fn query_one(
+    pub(crate) async fn query_one<R: FromRow>(
         &self,
-        query: &Query,
+        query: &Query<R>,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Row, StoreError> {
+    ) -> Result<R, StoreError> {
         self.query_opt(query, params)
             .await?
             .ok_or_else(|| StoreError::Corrupt("a statement answered no row".into()))
@@ -395,17 +276,21 @@ impl PgStore {
     /// Runs a cancel or requeue statement; when it changes nothing, tells why.
     async fn transition(
         &self,
-        statement: &Query,
+        statement: &Query<sql::SummaryRow>,
         organization_id: Uuid,
         id: Uuid,
     ) -> Result<Transition, StoreError> {
         let params: [&(dyn ToSql + Sync); 2] = [&id, &organization_id];
         if let Some(row) = self.query_opt(statement, &params).await? {
-            return Ok(Transition::Done(summary(&row)?));
+            return Ok(Transition::Done(summary(
+                row.id,
+                &row.status,
+                row.next_attempt_at,
+            )?));
         }
         match self.query_opt(&sql::JOB_STATUS, &params).await? {
             None => Ok(Transition::NotFound),
-            Some(row) => Ok(Transition::Refused(status(&row)?)),
+            Some(row) => Ok(Transition::Refused(status(&row.status)?)),
         }
     }
 }
@@ -419,9 +304,15 @@ fn window(
     Some((from, last + chrono::TimeDelta::seconds(1)))
 }
 
+/// A row read as its statement declares it: a column missing or of another type is a
+/// schema mismatch, reported, never a panic.
+fn read<R: FromRow>(statement: &str, row: &Row) -> Result<R, StoreError> {
+    R::read(row).map_err(|err| StoreError::Corrupt(format!("{statement}: {err}")))
+}
+
 /// The parameters paired with their declared types.
-fn typed<'a>(
-    query: &Query,
+fn typed<'a, R>(
+    query: &Query<R>,
     params: &[&'a (dyn ToSql + Sync)],
 ) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
     debug_assert_eq!(params.len(), query.params.len(), "{}", query.sql);
@@ -468,58 +359,77 @@ fn map_err(err: tokio_postgres::Error) -> StoreError {
     }
 }
 
-fn status(row: &Row) -> Result<JobStatus, StoreError> {
-    let text: &str = row.get("status");
+fn status(text: &str) -> Result<JobStatus, StoreError> {
     JobStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("job status {text:?}")))
 }
 
-fn channel(row: &Row) -> Result<Channel, StoreError> {
-    let text: &str = row.get("channel");
+fn channel(text: &str) -> Result<Channel, StoreError> {
     Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
 }
 
-/// A job from a row of get_job.sql or jobs_within.sql (no delivery attempts).
-fn job_view(row: &Row) -> Result<JobView, StoreError> {
+/// A job from a row of get_job.sql (no delivery attempts).
+fn job_view(row: sql::JobRow) -> Result<JobView, StoreError> {
     Ok(JobView {
-        id: row.get("id"),
-        channel: channel(row)?,
-        to: row
-            .get::<_, Option<String>>("recipient")
-            .unwrap_or_default(),
-        status: status(row)?,
-        attempts: row.get("attempts"),
-        max_attempts: row.get("max_attempts"),
-        next_attempt_at: row.get("next_attempt_at"),
-        created_at: row.get("created_at"),
-        updated_at: row.get("updated_at"),
-        last_error: row.get("last_error"),
+        id: row.id,
+        channel: channel(&row.channel)?,
+        to: row.recipient.unwrap_or_default(),
+        status: status(&row.status)?,
+        attempts: row.attempts,
+        max_attempts: row.max_attempts,
+        next_attempt_at: row.next_attempt_at,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        last_error: row.last_error,
         deliveries: None,
     })
 }
 
+/// A job from a row of jobs_within.sql, and its key's request hash.
+fn keyed_job_view(
+    row: sql::KeyedJobRow,
+) -> Result<(JobView, Option<String>, Option<String>), StoreError> {
+    let job = job_view(sql::JobRow {
+        id: row.id,
+        channel: row.channel,
+        recipient: row.recipient,
+        status: row.status,
+        attempts: row.attempts,
+        max_attempts: row.max_attempts,
+        next_attempt_at: row.next_attempt_at,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        last_error: row.last_error,
+    })?;
+    Ok((job, row.idempotency_key, row.request_hash))
+}
+
 /// A claimed job from a row of claim.sql (or of the claim part of complete.sql).
-fn claimed_job(row: &Row) -> Result<ClaimedJob, StoreError> {
+fn claimed_job(row: sql::ClaimRow) -> Result<ClaimedJob, StoreError> {
     Ok(ClaimedJob {
-        id: row.get("id"),
-        organization_id: row.get("organization_id"),
-        channel: channel(row)?,
-        payload: row.get("payload"),
-        attempt: row.get("attempts"),
-        max_attempts: row.get("max_attempts"),
-        tries: row.get("tries"),
-        claim_token: row.get("claim_token"),
-        claimed_at: row.get("claimed_at"),
-        created_at: row.get("created_at"),
-        suppressed: row.get("suppressed"),
-        trace_header: row.get("trace_header"),
+        id: row.id,
+        organization_id: row.organization_id,
+        channel: channel(&row.channel)?,
+        payload: row.payload,
+        attempt: row.attempts,
+        max_attempts: row.max_attempts,
+        tries: row.tries,
+        claim_token: row.claim_token,
+        claimed_at: row.claimed_at,
+        created_at: row.created_at,
+        suppressed: row.suppressed,
+        trace_header: row.trace_header,
     })
 }
 
-fn summary(row: &Row) -> Result<JobSummary, StoreError> {
+fn summary(
+    id: Uuid,
+    status_text: &str,
+    next_attempt_at: DateTime<Utc>,
+) -> Result<JobSummary, StoreError> {
     Ok(JobSummary {
-        id: row.get("id"),
-        status: status(row)?,
-        next_attempt_at: row.get("next_attempt_at"),
+        id,
+        status: status(status_text)?,
+        next_attempt_at,
     })
 }
 
@@ -615,11 +525,16 @@ impl JobStore for PgStore {
         let mut created = std::collections::HashMap::with_capacity(rows.len());
         let mut suppressed = std::collections::HashSet::new();
         for row in &rows {
-            if row.get::<_, bool>("suppressed") {
-                suppressed.insert(row.get::<_, Uuid>("id"));
+            if row.suppressed {
+                suppressed.insert(row.id);
                 continue;
             }
-            let summary = summary(row)?;
+            let (Some(status), Some(next_attempt_at)) = (&row.status, row.next_attempt_at) else {
+                return Err(StoreError::Corrupt(
+                    "INSERT_JOBS: a written job without its status".into(),
+                ));
+            };
+            let summary = summary(row.id, status, next_attempt_at)?;
             created.insert(summary.id, summary);
         }
         // Only a key conflict inserts nothing; the job holding the key has committed by now
@@ -644,12 +559,19 @@ impl JobStore for PgStore {
                 .await?;
             let jobs: Vec<(Uuid, DateTime<Utc>)> = held
                 .iter()
-                .map(|row| (row.get("job_id"), row.get("job_created_at")))
+                .map(|row| (row.job_id, row.job_created_at))
                 .collect();
-            for row in &self.jobs_within(&jobs).await? {
-                let hash: String = row.get("request_hash");
-                let key: String = row.get("idempotency_key");
-                existing.insert((org, key), (summary(row)?, hash));
+            for row in self.jobs_within(&jobs).await? {
+                let (job, key, hash) = keyed_job_view(row)?;
+                let (Some(key), Some(hash)) = (key, hash) else {
+                    return Err(StoreError::Corrupt("a key's job without its key".into()));
+                };
+                let summary = JobSummary {
+                    id: job.id,
+                    status: job.status,
+                    next_attempt_at: job.next_attempt_at,
+                };
+                existing.insert((org, key), (summary, hash));
             }
         }
         jobs.iter()
@@ -689,25 +611,23 @@ impl JobStore for PgStore {
             return Ok(None);
         };
         let deliveries = deliveries
-            .iter()
+            .into_iter()
             .map(|d| DeliveryView {
-                attempt: d.get("attempt"),
-                provider: d.get("provider"),
-                provider_message_id: d.get("provider_message_id"),
-                error_code: d.get("error_code"),
-                error_message: d.get("error_message"),
-                outcome: d.get("outcome"),
-                fenced: d.get("fenced"),
-                started_at: d.get("started_at"),
-                finished_at: d.get("finished_at"),
-                feedback: d
-                    .get::<_, tokio_postgres::types::Json<Vec<FeedbackView>>>("feedback")
-                    .0,
+                attempt: d.attempt,
+                provider: d.provider,
+                provider_message_id: d.provider_message_id,
+                error_code: d.error_code,
+                error_message: d.error_message,
+                outcome: d.outcome,
+                fenced: d.fenced,
+                started_at: d.started_at,
+                finished_at: d.finished_at,
+                feedback: d.feedback.0,
             })
             .collect();
         Ok(Some(JobView {
             deliveries: Some(deliveries),
-            ..job_view(&row)?
+            ..job_view(row)?
         }))
     }
 
@@ -740,10 +660,8 @@ impl JobStore for PgStore {
                     ],
                 )
                 .await?;
-            let page: Vec<(Uuid, DateTime<Utc>)> = page
-                .iter()
-                .map(|row| (row.get("id"), row.get("created_at")))
-                .collect();
+            let page: Vec<(Uuid, DateTime<Utc>)> =
+                page.iter().map(|row| (row.id, row.created_at)).collect();
             let jobs = self.jobs_within(&page).await?;
             Ok::<_, StoreError>((page.len(), jobs))
         };
@@ -756,7 +674,9 @@ impl JobStore for PgStore {
         } else {
             jobs
         };
-        jobs.iter().map(job_view).collect()
+        jobs.into_iter()
+            .map(|row| Ok(keyed_job_view(row)?.0))
+            .collect()
     }
 
     async fn claim(&self, batch_size: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError> {
@@ -769,7 +689,7 @@ impl JobStore for PgStore {
                     .await?
             }
         };
-        rows.iter().map(claimed_job).collect()
+        rows.into_iter().map(claimed_job).collect()
     }
 
     async fn complete(
@@ -797,7 +717,7 @@ impl JobStore for PgStore {
         }
         let columns = Columns::of(completions);
         let rows = self
-            .query(
+            .query_rows(
                 &sql::COMPLETE_AND_CLAIM,
                 &[
                     &i64::from(next_batch),
@@ -820,13 +740,15 @@ impl JobStore for PgStore {
         let mut report = CompleteReport::default();
         let mut claimed = Vec::new();
         let mut not_applied = std::collections::HashSet::new();
+        let name = sql::COMPLETE_AND_CLAIM.name;
         for row in &rows {
-            match row.get::<_, Option<bool>>("applied") {
-                Some(true) => report.applied.push(row.get("id")),
+            let completion: sql::CompletionRow = read(name, row)?;
+            match completion.applied {
+                Some(true) => report.applied.push(completion.id),
                 Some(false) => {
-                    not_applied.insert(row.get::<_, Uuid>("id"));
+                    not_applied.insert(completion.id);
                 }
-                None => claimed.push(claimed_job(row)?),
+                None => claimed.push(claimed_job(read(name, row)?)?),
             }
         }
         if !not_applied.is_empty() {
@@ -852,14 +774,14 @@ impl JobStore for PgStore {
         let ids: Vec<Uuid> = claims.iter().map(|(id, _)| *id).collect();
         let tokens: Vec<Uuid> = claims.iter().map(|(_, token)| *token).collect();
         let rows = self.query(&sql::RELEASE, &[&ids, &tokens, &now]).await?;
-        Ok(rows.iter().map(|row| row.get("id")).collect())
+        Ok(rows.into_iter().map(|row| row.id).collect())
     }
 
     async fn expire(&self, limit: u32, now: Now) -> Result<u64, StoreError> {
         let row = self
             .query_one(&sql::EXPIRE, &[&i64::from(limit), &now])
             .await?;
-        Ok(row.get::<_, i64>("expired").max(0) as u64)
+        Ok(row.expired.max(0) as u64)
     }
 
     async fn sweep(
@@ -874,10 +796,9 @@ impl JobStore for PgStore {
                 &[&stuck_after.as_secs_f64(), &i64::from(limit), &now],
             )
             .await?;
-        let count = |name: &str| row.get::<_, i64>(name).max(0) as u64;
         Ok(SweepReport {
-            requeued: count("requeued"),
-            dead: count("dead"),
+            requeued: row.requeued.max(0) as u64,
+            dead: row.dead.max(0) as u64,
         })
     }
 
@@ -891,12 +812,12 @@ impl JobStore for PgStore {
         let row = self
             .query_one(&sql::PRUNE_FEEDBACK, &[&days, &i64::from(limit), &now])
             .await?;
-        Ok(row.get::<_, i64>("pruned").max(0) as u64)
+        Ok(row.pruned.max(0) as u64)
     }
 
     async fn add_history_days(&self, now: Now) -> Result<u32, StoreError> {
         let row = self.query_one(&sql::ADD_HISTORY_DAYS, &[&now]).await?;
-        Ok(row.get::<_, i32>("added").max(0) as u32)
+        Ok(row.added.max(0) as u32)
     }
 
     async fn drop_history_days(&self, keep: Duration, now: Now) -> Result<DroppedDays, StoreError> {
@@ -904,8 +825,8 @@ impl JobStore for PgStore {
             .query_one(&sql::DROP_HISTORY_DAYS, &[&now, &keep.as_secs_f64()])
             .await?;
         Ok(DroppedDays {
-            dropped: row.get::<_, i32>("dropped").max(0) as u32,
-            dropped_days: row.get("dropped_days"),
+            dropped: row.dropped.max(0) as u32,
+            dropped_days: row.dropped_days,
         })
     }
 
@@ -920,8 +841,8 @@ impl JobStore for PgStore {
             .query_one(&sql::COUNT_INGEST, &[&organization_id, &requests, &now])
             .await?;
         Ok(IngestWindow {
-            used: row.get::<_, i32>("requests").max(0) as u32,
-            resets_in_secs: row.get::<_, i32>("resets_in_secs").max(0) as u32,
+            used: row.requests.max(0) as u32,
+            resets_in_secs: row.resets_in_secs.max(0) as u32,
         })
     }
 
@@ -931,64 +852,6 @@ impl JobStore for PgStore {
 
     async fn backlog_age(&self, now: Now) -> Result<f64, StoreError> {
         let row = self.query_one(&sql::BACKLOG_AGE, &[&now]).await?;
-        Ok(row.get::<_, f64>("age").max(0.0))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sql::{self, Query};
-
-    #[test]
-    fn the_fair_claim_ends_with_the_update_of_claim_sql() {
-        let statement = &sql::CLAIM_FAIR.sql;
-        assert!(
-            !statement.contains("/* the UPDATE of claim.sql */"),
-            "marker replaced"
-        );
-        assert!(statement.trim_end().ends_with("AS suppressed"));
-        assert_eq!(statement.matches("UPDATE job_queue AS q").count(), 1);
-        assert!(statement.contains("WITH RECURSIVE"));
-    }
-
-    #[test]
-    fn the_combined_statement_embeds_the_claim() {
-        let statement = &sql::COMPLETE_AND_CLAIM.sql;
-        assert!(!statement.contains("/* claim.sql */"), "marker replaced");
-        assert!(statement.contains("LIMIT $1\n"), "the claim's size is $1");
-        assert!(statement.contains("FOR UPDATE SKIP LOCKED"));
-    }
-
-    #[test]
-    #[should_panic(expected = "exactly once")]
-    fn a_missing_marker_fails_loudly() {
-        let _ = sql::splice_for_test("SELECT 1", "/* nowhere */", "x");
-    }
-
-    /// The highest `$n` a statement uses.
-    fn highest_parameter(sql: &str) -> usize {
-        let mut highest = 0;
-        let bytes = sql.as_bytes();
-        for (i, _) in sql.match_indices('$') {
-            let digits: String = bytes[i + 1..]
-                .iter()
-                .take_while(|b| b.is_ascii_digit())
-                .map(|b| *b as char)
-                .collect();
-            highest = highest.max(digits.parse().unwrap_or(0));
-        }
-        highest
-    }
-
-    #[test]
-    fn every_statement_declares_one_type_per_parameter() {
-        let composed: [(&str, &Query); 2] = [
-            ("CLAIM_FAIR", &sql::CLAIM_FAIR),
-            ("COMPLETE_AND_CLAIM", &sql::COMPLETE_AND_CLAIM),
-        ];
-        let all = sql::DECLARED.iter().copied().chain(composed);
-        for (name, query) in all {
-            assert_eq!(highest_parameter(&query.sql), query.params.len(), "{name}");
-        }
+        Ok(row.age.max(0.0))
     }
 }

@@ -3,22 +3,22 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::Json;
-use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::{sql, PgStore};
+use super::PgStore;
+use crate::sql;
 use notify_core::domain::feedback::{jobs_window, FeedbackEvent};
 use notify_core::store::{
     FeedbackReport, FeedbackStore, Now, StoreError, Suppression, SuppressionStore,
     ON_ACCOUNT_SUPPRESSION_LIST,
 };
 
-fn suppression(row: &Row) -> Suppression {
+fn suppression(row: sql::SuppressionRow) -> Suppression {
     Suppression {
-        recipient: row.get("recipient"),
-        reason: row.get("reason"),
-        detail: row.get("detail"),
-        created_at: row.get("created_at"),
+        recipient: row.recipient,
+        reason: row.reason,
+        detail: row.detail,
+        created_at: row.created_at,
     }
 }
 
@@ -34,7 +34,7 @@ impl SuppressionStore for PgStore {
         let rows = self
             .query(&sql::LIST_SUPPRESSIONS, &[&organization_id, &after, &limit])
             .await?;
-        Ok(rows.iter().map(suppression).collect())
+        Ok(rows.into_iter().map(suppression).collect())
     }
 
     async fn add_suppression(
@@ -49,7 +49,13 @@ impl SuppressionStore for PgStore {
                 &[&organization_id, &recipient, &detail],
             )
             .await?;
-        Ok((suppression(&row), row.get("created")))
+        let entry = Suppression {
+            recipient: row.recipient,
+            reason: row.reason,
+            detail: row.detail,
+            created_at: row.created_at,
+        };
+        Ok((entry, row.created))
     }
 
     async fn remove_suppression(
@@ -58,9 +64,9 @@ impl SuppressionStore for PgStore {
         recipient: &str,
     ) -> Result<bool, StoreError> {
         let removed = self
-            .execute(&sql::REMOVE_SUPPRESSION, &[&organization_id, &recipient])
+            .query(&sql::REMOVE_SUPPRESSION, &[&organization_id, &recipient])
             .await?;
-        Ok(removed > 0)
+        Ok(!removed.is_empty())
     }
 }
 
@@ -103,19 +109,18 @@ impl FeedbackStore for PgStore {
                     ],
                 )
                 .await?;
-            for row in &rows {
-                *report
-                    .recorded
-                    .entry(row.get("channel"))
-                    .or_default()
-                    .entry(row.get("kind"))
-                    .or_default() += 1;
-                let subtype: Option<&str> = row.get("subtype");
-                if subtype == Some(ON_ACCOUNT_SUPPRESSION_LIST) {
+            report.duplicates = (events.len() - rows.len()) as u64;
+            for row in rows {
+                if row.subtype.as_deref() == Some(ON_ACCOUNT_SUPPRESSION_LIST) {
                     report.account_suppressed_bounces += 1;
                 }
+                *report
+                    .recorded
+                    .entry(row.channel)
+                    .or_default()
+                    .entry(row.kind)
+                    .or_default() += 1;
             }
-            report.duplicates = (events.len() - rows.len()) as u64;
         }
         // the days around these events, not every day kept (the sweeper's pass is unbounded)
         let window = jobs_window(events, now.unwrap_or_else(Utc::now));
@@ -143,7 +148,7 @@ impl FeedbackStore for PgStore {
         let row = self
             .query_one(&sql::DROP_UNMATCHED_FEEDBACK, &[&secs, &limit, &now])
             .await?;
-        Ok(row.get::<_, i64>("dropped").max(0) as u64)
+        Ok(row.dropped.max(0) as u64)
     }
 }
 
@@ -159,14 +164,11 @@ impl PgStore {
         let rows = self
             .query(&sql::APPLY_FEEDBACK, &[&now, &from, &to])
             .await?;
-        let first = |column: &str| {
-            rows.first()
-                .map_or(0, |row| row.get::<_, i32>(column).max(0) as u64)
-        };
+        let first = rows.first();
         Ok(FeedbackReport {
             applied: rows.len() as u64,
-            jobs_changed: first("jobs_changed"),
-            suppressed: first("suppressed"),
+            jobs_changed: first.map_or(0, |row| row.jobs_changed.max(0) as u64),
+            suppressed: first.map_or(0, |row| row.suppressed.max(0) as u64),
             ..FeedbackReport::default()
         })
     }

@@ -1,0 +1,413 @@
+//! Every statement the store runs: its file in `sql/`, the type of each parameter and the
+//! rows it answers, declared once, here.
+//!
+//! - A row type ([`FromRow`]) names each column the Rust side reads, with its PostgreSQL type
+//!   and its Rust type; it is read with `try_get`, so a mismatch is an error, never a panic.
+//! - A statement ([`Query`]) pairs its SQL with its parameter types and its row type.
+//! - The integration tests prepare every statement of [`STATEMENTS`] against the migrated
+//!   database and compare what PostgreSQL says of its parameters and columns with these
+//!   declarations (tests/it/statements.rs): a renamed column or a changed type fails a test,
+//!   not a request.
+//!
+//! Statements run unnamed (`query_typed`): parsed, bound and executed in one round trip,
+//! nothing left on the server. So they work unchanged through a transaction-pooling
+//! PgBouncer or RDS Proxy, where a named prepared statement would meet another client's
+//! server connection (or pin the session).
+//!
+//! The files are the statements as PostgreSQL runs them: one that includes another (the
+//! claim inside the completion, the claim's UPDATE inside the fair claim) holds its copy,
+//! which the build rewrites from the source (`src/compose.rs`).
+
+use std::marker::PhantomData;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio_postgres::types::{Json, Type};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+/// The columns of one row type: (name, PostgreSQL type).
+pub type ColumnList = &'static [(&'static str, Type)];
+
+/// A row as the Rust side reads it.
+pub trait FromRow: Sized {
+    /// Every column it reads.
+    const COLUMNS: ColumnList;
+    /// Reads them; a missing column or another type is an error.
+    fn read(row: &Row) -> Result<Self, tokio_postgres::Error>;
+}
+
+/// A statement answering no row the Rust side reads.
+#[derive(Debug)]
+pub struct NoRows;
+
+impl FromRow for NoRows {
+    const COLUMNS: ColumnList = &[];
+    fn read(_: &Row) -> Result<Self, tokio_postgres::Error> {
+        Ok(NoRows)
+    }
+}
+
+/// One statement: its SQL, its parameters' types in `$n` order, and its rows (`R`).
+pub struct Query<R> {
+    pub name: &'static str,
+    pub sql: &'static str,
+    pub params: &'static [Type],
+    _rows: PhantomData<fn() -> R>,
+}
+
+/// What the statement check reads of a statement: its name, SQL and parameter types, and
+/// every column it answers (the row type's, and for a statement whose rows are of two kinds,
+/// the second kind's).
+pub struct Statement {
+    pub name: &'static str,
+    pub sql: &'static str,
+    pub params: &'static [Type],
+    pub columns: &'static [ColumnList],
+}
+
+macro_rules! rows {
+    ($($(#[$doc:meta])* $name:ident { $($field:ident: $rust:ty = $pg:ident),* $(,)? })*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Clone)]
+            pub struct $name { $(pub $field: $rust),* }
+
+            impl FromRow for $name {
+                const COLUMNS: ColumnList = &[$((stringify!($field), Type::$pg)),*];
+                fn read(row: &Row) -> Result<Self, tokio_postgres::Error> {
+                    Ok(Self { $($field: row.try_get(stringify!($field))?),* })
+                }
+            }
+        )*
+    };
+}
+
+macro_rules! queries {
+    ($($(#[$doc:meta])* $name:ident = $file:literal [$($ty:ident),*] -> $row:ident $(+ $also:ident)?;)*) => {
+        $(
+            $(#[$doc])*
+            pub static $name: Query<$row> = Query {
+                name: stringify!($name),
+                sql: include_str!(concat!("../sql/", $file)),
+                params: &[$(Type::$ty),*],
+                _rows: PhantomData,
+            };
+        )*
+
+        /// Every statement, for the statement check.
+        pub static STATEMENTS: &[Statement] = &[$(
+            Statement {
+                name: stringify!($name),
+                sql: include_str!(concat!("../sql/", $file)),
+                params: &[$(Type::$ty),*],
+                columns: &[<$row as FromRow>::COLUMNS $(, <$also as FromRow>::COLUMNS)?],
+            }
+        ),*];
+    };
+}
+
+rows! {
+    /// A claimed job (claim.sql, claim_fair.sql, and the claim part of complete.sql).
+    ClaimRow {
+        id: Uuid = UUID,
+        organization_id: Uuid = UUID,
+        channel: String = TEXT,
+        payload: Value = JSONB,
+        attempts: i32 = INT4,
+        max_attempts: i32 = INT4,
+        tries: i32 = INT4,
+        claim_token: Uuid = UUID,
+        claimed_at: DateTime<Utc> = TIMESTAMPTZ,
+        trace_header: Option<String> = TEXT,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+        suppressed: bool = BOOL,
+    }
+
+    /// A completion's row of complete.sql: `applied` true or false; null on a claimed job's row.
+    CompletionRow {
+        id: Uuid = UUID,
+        applied: Option<bool> = BOOL,
+    }
+
+    /// A job as its owner reads it (get_job.sql).
+    JobRow {
+        id: Uuid = UUID,
+        channel: String = TEXT,
+        recipient: Option<String> = TEXT,
+        status: String = TEXT,
+        attempts: i32 = INT4,
+        max_attempts: i32 = INT4,
+        next_attempt_at: DateTime<Utc> = TIMESTAMPTZ,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+        updated_at: DateTime<Utc> = TIMESTAMPTZ,
+        last_error: Option<String> = TEXT,
+    }
+
+    /// A job with its idempotency key (jobs_within.sql).
+    KeyedJobRow {
+        id: Uuid = UUID,
+        channel: String = TEXT,
+        recipient: Option<String> = TEXT,
+        status: String = TEXT,
+        attempts: i32 = INT4,
+        max_attempts: i32 = INT4,
+        next_attempt_at: DateTime<Utc> = TIMESTAMPTZ,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+        updated_at: DateTime<Utc> = TIMESTAMPTZ,
+        last_error: Option<String> = TEXT,
+        request_hash: Option<String> = TEXT,
+        idempotency_key: Option<String> = TEXT,
+    }
+
+    /// What a caller is told of a job (cancel.sql, requeue.sql).
+    SummaryRow {
+        id: Uuid = UUID,
+        status: String = TEXT,
+        next_attempt_at: DateTime<Utc> = TIMESTAMPTZ,
+    }
+
+    /// One job of a batch insert (insert_jobs.sql): written, or refused as suppressed (then
+    /// without a status).
+    InsertedRow {
+        id: Uuid = UUID,
+        status: Option<String> = TEXT,
+        next_attempt_at: Option<DateTime<Utc>> = TIMESTAMPTZ,
+        suppressed: bool = BOOL,
+    }
+
+    /// A job's status (job_status.sql).
+    StatusRow {
+        status: String = TEXT,
+    }
+
+    /// A job's id and the day of its history (list_jobs.sql).
+    PageRow {
+        id: Uuid = UUID,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+    }
+
+    /// The job holding an idempotency key (idempotency_key_jobs.sql).
+    KeyJobRow {
+        job_id: Uuid = UUID,
+        job_created_at: DateTime<Utc> = TIMESTAMPTZ,
+    }
+
+    /// One recorded attempt with its provider feedback (list_deliveries.sql).
+    DeliveryRow {
+        attempt: i32 = INT4,
+        provider: String = TEXT,
+        provider_message_id: Option<String> = TEXT,
+        error_code: Option<String> = TEXT,
+        error_message: Option<String> = TEXT,
+        outcome: String = TEXT,
+        fenced: bool = BOOL,
+        started_at: DateTime<Utc> = TIMESTAMPTZ,
+        finished_at: DateTime<Utc> = TIMESTAMPTZ,
+        feedback: Json<Vec<notify_core::store::FeedbackView>> = JSONB,
+    }
+
+    /// A completion told apart (record_late.sql): recorded before (a repeat), or late now.
+    LateRow {
+        id: Uuid = UUID,
+        recorded: bool = BOOL,
+    }
+
+    /// A released job (release.sql).
+    IdRow {
+        id: Uuid = UUID,
+    }
+
+    /// expire.sql
+    ExpiredRow {
+        expired: i64 = INT8,
+    }
+
+    /// sweep.sql
+    SweptRow {
+        requeued: i64 = INT8,
+        dead: i64 = INT8,
+    }
+
+    /// prune_feedback.sql
+    PrunedRow {
+        pruned: i64 = INT8,
+    }
+
+    /// add_history_days.sql
+    AddedDaysRow {
+        added: i32 = INT4,
+    }
+
+    /// drop_history_days.sql
+    DroppedDaysRow {
+        dropped: i32 = INT4,
+        dropped_days: String = TEXT,
+    }
+
+    /// count_ingest.sql
+    IngestWindowRow {
+        requests: i32 = INT4,
+        resets_in_secs: i32 = INT4,
+    }
+
+    /// backlog_age.sql
+    AgeRow {
+        age: f64 = FLOAT8,
+    }
+
+    /// An entry of a suppression list (list_suppressions.sql).
+    SuppressionRow {
+        recipient: String = TEXT,
+        reason: String = TEXT,
+        detail: Option<String> = TEXT,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+    }
+
+    /// add_suppression.sql: the entry, and whether this call made it.
+    AddedSuppressionRow {
+        recipient: String = TEXT,
+        reason: String = TEXT,
+        detail: Option<String> = TEXT,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+        created: bool = BOOL,
+    }
+
+    /// remove_suppression.sql
+    RemovedRow {
+        recipient: String = TEXT,
+    }
+
+    /// An event recorded for the first time (record_feedback.sql).
+    RecordedFeedbackRow {
+        channel: String = TEXT,
+        kind: String = TEXT,
+        subtype: Option<String> = TEXT,
+    }
+
+    /// An event applied to its attempt (apply_feedback.sql), with the statement's totals.
+    AppliedFeedbackRow {
+        jobs_changed: i32 = INT4,
+        suppressed: i32 = INT4,
+    }
+
+    /// drop_unmatched_feedback.sql
+    DroppedFeedbackRow {
+        dropped: i64 = INT8,
+    }
+}
+
+queries! {
+    CLAIM = "claim.sql" [INT8, TIMESTAMPTZ] -> ClaimRow;
+    /// The fair, rate-limited claim: claim_fair.sql's choice of rows, claim.sql's UPDATE.
+    CLAIM_FAIR = "claim_fair.sql" [INT8, TIMESTAMPTZ, INT4] -> ClaimRow;
+    /// The statement the worker runs after each batch: the completion, with claim.sql in its
+    /// `claimed` CTE (one source for the claim). Both take the batch size as `$1` and the
+    /// current time as `$2`, so the claim goes in unchanged. Its rows are completions
+    /// ([`CompletionRow`]) and claimed jobs ([`ClaimRow`]).
+    COMPLETE_AND_CLAIM = "complete.sql" [
+        INT8, TIMESTAMPTZ, UUID_ARRAY, UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY,
+        TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY,
+        TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY
+    ] -> CompletionRow + ClaimRow;
+    COUNT_INGEST = "count_ingest.sql" [UUID, INT4, TIMESTAMPTZ] -> IngestWindowRow;
+    PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ] -> NoRows;
+    BACKLOG_AGE = "backlog_age.sql" [TIMESTAMPTZ] -> AgeRow;
+    INSERT_JOBS = "insert_jobs.sql" [
+        UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
+        TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY
+    ] -> InsertedRow;
+    RECORD_LATE = "record_late.sql" [
+        UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY,
+        TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ
+    ] -> LateRow;
+    EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ] -> ExpiredRow;
+    IDEMPOTENCY_KEY_JOBS = "idempotency_key_jobs.sql" [UUID, TEXT_ARRAY] -> KeyJobRow;
+    JOBS_WITHIN = "jobs_within.sql" [UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ] -> KeyedJobRow;
+    GET_JOB = "get_job.sql" [UUID, UUID] -> JobRow;
+    LIST_DELIVERIES = "list_deliveries.sql" [UUID] -> DeliveryRow;
+    SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ] -> SweptRow;
+    PRUNE_FEEDBACK = "prune_feedback.sql" [INT4, INT8, TIMESTAMPTZ] -> PrunedRow;
+    ADD_HISTORY_DAYS = "add_history_days.sql" [TIMESTAMPTZ] -> AddedDaysRow;
+    DROP_HISTORY_DAYS = "drop_history_days.sql" [TIMESTAMPTZ, FLOAT8] -> DroppedDaysRow;
+    RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ] -> IdRow;
+    CANCEL = "cancel.sql" [UUID, UUID] -> SummaryRow;
+    REQUEUE = "requeue.sql" [UUID, UUID] -> SummaryRow;
+    JOB_STATUS = "job_status.sql" [UUID, UUID] -> StatusRow;
+    LIST_JOBS = "list_jobs.sql" [UUID, TEXT, TIMESTAMPTZ, UUID, INT8] -> PageRow;
+    RECORD_FEEDBACK = "record_feedback.sql" [
+        TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, BOOL_ARRAY,
+        TIMESTAMPTZ_ARRAY, JSONB_ARRAY, TIMESTAMPTZ, TEXT_ARRAY
+    ] -> RecordedFeedbackRow;
+    APPLY_FEEDBACK = "apply_feedback.sql" [TIMESTAMPTZ, TIMESTAMPTZ, TIMESTAMPTZ]
+        -> AppliedFeedbackRow;
+    DROP_UNMATCHED_FEEDBACK = "drop_unmatched_feedback.sql" [FLOAT8, INT8, TIMESTAMPTZ]
+        -> DroppedFeedbackRow;
+    LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8] -> SuppressionRow;
+    ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT] -> AddedSuppressionRow;
+    REMOVE_SUPPRESSION = "remove_suppression.sql" [UUID, TEXT] -> RemovedRow;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The highest `$n` a statement uses.
+    fn highest_parameter(sql: &str) -> usize {
+        let mut highest = 0;
+        let bytes = sql.as_bytes();
+        for (i, _) in sql.match_indices('$') {
+            let digits: String = bytes[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .map(|b| *b as char)
+                .collect();
+            highest = highest.max(digits.parse().unwrap_or(0));
+        }
+        highest
+    }
+
+    #[test]
+    fn every_statement_declares_one_type_per_parameter() {
+        for s in STATEMENTS {
+            assert_eq!(highest_parameter(s.sql), s.params.len(), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn the_composed_statements_hold_the_claim() {
+        assert_eq!(CLAIM_FAIR.sql.matches("UPDATE job_queue AS q").count(), 1);
+        assert!(CLAIM_FAIR
+            .sql
+            .trim_end()
+            .ends_with("-- @end claim.sql#update"));
+        assert!(COMPLETE_AND_CLAIM.sql.contains("FOR UPDATE SKIP LOCKED"));
+        assert!(
+            COMPLETE_AND_CLAIM.sql.contains("    LIMIT $1\n"),
+            "the claim's size is $1"
+        );
+    }
+
+    /// The files as committed are their own composition (the build rewrote them, or CI's
+    /// diff refuses them).
+    #[test]
+    fn every_file_is_composed() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+        let sources = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "sql"))
+            .map(|path| {
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&path).unwrap())
+            })
+            .collect();
+        assert_eq!(
+            crate::compose::refresh(&sources)
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            Vec::<&String>::new()
+        );
+    }
+}
