@@ -67,6 +67,10 @@ db/down: ## Stop the local PostgreSQL started by db/up
 migrate: ## Apply migrations/ to DATABASE_URL (or to the db/up cluster)
 	@$(SERVICES); pg_up && cargo run -q --bin migrate
 
+.PHONY: schema
+schema: ## Write shared/postgres/schema.sql, the schema migrations/ build (a test compares them)
+	@$(SERVICES); pg_up && WRITE_SCHEMA=1 cargo test -q -p integration-tests --test it -- schema::
+
 .PHONY: stand-in/up
 stand-in/up: ## Start the local AWS stand-in (moto server) with EMAIL_FROM's domain verified; prints the AWS_* settings
 	@$(SERVICES); stand_in_up && $(STAND_IN_IDENTITY) \

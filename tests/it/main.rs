@@ -15,6 +15,7 @@ mod online_migration;
 mod operations;
 mod rate_limits;
 mod readme;
+mod schema;
 mod statements;
 mod suppressions;
 mod sweeper;

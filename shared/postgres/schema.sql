@@ -1,0 +1,745 @@
+-- The schema the migrations build (PostgreSQL 15, pg_dump --schema-only, the day
+-- partitions left out). Written by `make schema`; a test compares it with migrations/.
+--
+-- PostgreSQL database dump
+--
+
+
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: job_status; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.job_status AS ENUM (
+    'pending',
+    'processing',
+    'sent',
+    'failed',
+    'dead',
+    'cancelled',
+    'expired',
+    'delivered',
+    'bounced'
+);
+
+
+--
+-- Name: history_add_days(date, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.history_add_days(first_day date, days integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET lock_timeout TO '1s'
+    AS $$
+DECLARE
+    d    date;
+    t    text;
+    part text;
+    made int := 0;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('history_days'));
+    FOR d IN SELECT g::date FROM generate_series(first_day, first_day + days - 1,
+                                                 interval '1 day') AS g LOOP
+        FOREACH t IN ARRAY ARRAY['job_requests', 'job_outcomes', 'job_attempts'] LOOP
+            part := t || '_' || to_char(d, 'YYYYMMDD');
+            CONTINUE WHEN to_regclass(part) IS NOT NULL;
+            EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
+                           || CASE WHEN t = 'job_requests' THEN ''
+                                   ELSE ' WITH (autovacuum_vacuum_insert_scale_factor = 0.05)'
+                              END,
+                           part, t);
+            EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                           t, part, d::timestamp AT TIME ZONE 'UTC',
+                           (d + 1)::timestamp AT TIME ZONE 'UTC');
+            made := made + 1;
+        END LOOP;
+        INSERT INTO history_days (day, last_ended_on) VALUES (d, d)
+        ON CONFLICT (day) DO NOTHING;
+    END LOOP;
+    RETURN made;
+END
+$$;
+
+
+--
+-- Name: history_days_extend(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.history_days_extend() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE history_days AS h
+    SET last_ended_on = e.ended_on
+    FROM (SELECT (created_at AT TIME ZONE 'UTC')::date AS day,
+                 max((updated_at AT TIME ZONE 'UTC')::date) AS ended_on
+          FROM ended
+          GROUP BY 1) AS e
+    WHERE h.day = e.day AND h.last_ended_on < e.ended_on;
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: history_drop_days(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.history_drop_days(cutoff timestamp with time zone) RETURNS SETOF date
+    LANGUAGE plpgsql
+    SET lock_timeout TO '100ms'
+    AS $$
+DECLARE
+    d         date;
+    day_start timestamptz;
+    day_end   timestamptz;
+    parts     text[];
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('history_days'));
+    FOR d IN SELECT h.day FROM history_days AS h
+             WHERE (h.last_ended_on + 1)::timestamp AT TIME ZONE 'UTC' <= cutoff
+             ORDER BY h.day LOOP
+        day_start := d::timestamp AT TIME ZONE 'UTC';
+        day_end := (d + 1)::timestamp AT TIME ZONE 'UTC';
+        parts := ARRAY(SELECT t || '_' || to_char(d, 'YYYYMMDD')
+                       FROM unnest(ARRAY['job_attempts', 'job_outcomes', 'job_requests']) AS t
+                       WHERE to_regclass(t || '_' || to_char(d, 'YYYYMMDD')) IS NOT NULL);
+        BEGIN
+            DELETE FROM idempotency_keys
+            WHERE job_created_at >= day_start AND job_created_at < day_end;
+            IF cardinality(parts) > 0 THEN
+                EXECUTE 'LOCK TABLE ' || (SELECT string_agg(quote_ident(p), ', ') FROM unnest(parts) AS p)
+                        || ' IN ACCESS EXCLUSIVE MODE';
+            END IF;
+            IF NOT EXISTS (SELECT FROM history_days AS h
+                           WHERE h.day = d
+                             AND (h.last_ended_on + 1)::timestamp AT TIME ZONE 'UTC' <= cutoff)
+               OR EXISTS (SELECT FROM job_queue AS q
+                          WHERE q.id >= job_id_floor(day_start - interval '1 day')
+                            AND q.id < job_id_floor(day_end + interval '1 day')
+                            AND q.created_at >= day_start AND q.created_at < day_end) THEN
+                -- in use after all: undo the subtransaction (its keys come back, its locks go)
+                RAISE SQLSTATE 'NSKEP';
+            END IF;
+            IF cardinality(parts) > 0 THEN
+                EXECUTE 'DROP TABLE ' || (SELECT string_agg(quote_ident(p), ', ') FROM unnest(parts) AS p);
+            END IF;
+            DELETE FROM history_days WHERE day = d;
+        EXCEPTION
+            WHEN SQLSTATE 'NSKEP' THEN
+                CONTINUE;
+            WHEN lock_not_available OR deadlock_detected THEN
+                RAISE WARNING 'history_drop_days: % kept until a later run: %', d, SQLERRM;
+                CONTINUE;
+        END;
+        RETURN NEXT d;
+    END LOOP;
+END
+$$;
+
+
+--
+-- Name: job_created_after(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_created_after(id uuid) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT coalesce(job_id_time(id) - interval '1 day', 'infinity')
+$$;
+
+
+--
+-- Name: job_created_before(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_created_before(id uuid) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT coalesce(job_id_time(id) + interval '1 day', '-infinity')
+$$;
+
+
+--
+-- Name: job_id_floor(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_id_floor(at timestamp with time zone) RETURNS uuid
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT (lpad(to_hex(floor(extract(epoch FROM at) * 1000)::bigint), 12, '0')
+            || '00000000000000000000')::uuid
+$$;
+
+
+--
+-- Name: job_id_time(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_id_time(id uuid) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN substr(id::text, 15, 1) = '7'
+                THEN to_timestamp(('x' || substr(replace(id::text, '-', ''), 1, 12))::bit(48)::bigint
+                                  / 1000.0) END
+$$;
+
+
+--
+-- Name: job_states_between(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_states_between(lo timestamp with time zone, hi timestamp with time zone) RETURNS TABLE(id uuid, organization_id uuid, channel text, payload jsonb, status public.job_status, attempts integer, max_attempts integer, tries integer, next_attempt_at timestamp with time zone, expires_at timestamp with time zone, created_at timestamp with time zone, updated_at timestamp with time zone, claim_token uuid, claimed_at timestamp with time zone, last_error text, idempotency_key text, request_hash text, trace_header text)
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+SELECT j.id,
+       j.organization_id,
+       j.channel,
+       j.payload,
+       CASE WHEN q.claim_token IS NOT NULL THEN 'processing'::job_status
+            WHEN q.last_error IS NOT NULL THEN 'failed'::job_status
+            WHEN q.id IS NOT NULL THEN 'pending'::job_status
+            ELSE o.status END,
+       coalesce(q.attempts, o.attempts),
+       coalesce(q.max_attempts, o.max_attempts),
+       coalesce(q.tries, o.tries),
+       coalesce(q.next_attempt_at, o.next_attempt_at),
+       j.expires_at,
+       j.created_at,
+       coalesce(GREATEST(q.updated_at, q.claimed_at), o.updated_at),
+       q.claim_token,
+       q.claimed_at,
+       coalesce(q.last_error, o.last_error),
+       j.idempotency_key,
+       j.request_hash,
+       j.trace_header
+FROM job_requests AS j
+LEFT JOIN job_queue AS q ON q.id = j.id
+LEFT JOIN job_outcomes AS o ON o.job_id = j.id AND o.created_at = j.created_at
+    AND o.created_at >= lo AND o.created_at < hi
+WHERE j.created_at >= lo AND j.created_at < hi
+$$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: delivery_feedback; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.delivery_feedback (
+    id bigint NOT NULL,
+    provider_message_id text NOT NULL,
+    channel text NOT NULL,
+    event_key text NOT NULL,
+    kind text NOT NULL,
+    subtype text,
+    diagnostic text,
+    suppresses boolean NOT NULL,
+    occurred_at timestamp with time zone NOT NULL,
+    received_at timestamp with time zone NOT NULL,
+    raw jsonb NOT NULL,
+    job_id uuid,
+    attempt integer,
+    applied_at timestamp with time zone,
+    CONSTRAINT delivery_feedback_channel_check CHECK ((channel = ANY (ARRAY['sms'::text, 'email'::text])))
+);
+
+
+--
+-- Name: delivery_feedback_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.delivery_feedback ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.delivery_feedback_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: history_days; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.history_days (
+    day date NOT NULL,
+    last_ended_on date NOT NULL,
+    CONSTRAINT history_days_check CHECK ((last_ended_on >= day))
+);
+
+
+--
+-- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.idempotency_keys (
+    organization_id uuid NOT NULL,
+    idempotency_key text NOT NULL,
+    job_id uuid NOT NULL,
+    job_created_at timestamp with time zone NOT NULL
+);
+
+
+--
+-- Name: job_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_attempts (
+    job_id uuid NOT NULL,
+    job_created_at timestamp with time zone NOT NULL,
+    attempt integer NOT NULL,
+    provider text NOT NULL,
+    provider_message_id text,
+    error_code text,
+    error_message text,
+    outcome text NOT NULL,
+    fenced boolean DEFAULT false NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    CONSTRAINT job_attempts_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT job_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['sent'::text, 'retry'::text, 'held'::text, 'dead'::text, 'lost'::text, 'expired'::text]))),
+    CONSTRAINT job_attempts_provider_check CHECK ((provider = ANY (ARRAY['sns'::text, 'ses'::text])))
+)
+PARTITION BY RANGE (job_created_at);
+
+
+--
+-- Name: job_outcomes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_outcomes (
+    job_id uuid NOT NULL,
+    organization_id uuid NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    status public.job_status NOT NULL,
+    attempts integer NOT NULL,
+    max_attempts integer NOT NULL,
+    tries integer NOT NULL,
+    next_attempt_at timestamp with time zone NOT NULL,
+    last_error text,
+    updated_at timestamp with time zone NOT NULL,
+    provider text,
+    provider_message_id text,
+    error_code text,
+    error_message text,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    CONSTRAINT job_outcomes_provider_check CHECK ((provider = ANY (ARRAY['sns'::text, 'ses'::text]))),
+    CONSTRAINT job_outcomes_status_check CHECK ((status = ANY (ARRAY['sent'::public.job_status, 'dead'::public.job_status, 'cancelled'::public.job_status, 'expired'::public.job_status, 'delivered'::public.job_status, 'bounced'::public.job_status])))
+)
+PARTITION BY RANGE (created_at);
+
+
+--
+-- Name: job_attempt_history; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_attempt_history AS
+ SELECT d.job_id,
+    d.job_created_at,
+    d.attempt,
+    d.provider,
+    d.provider_message_id,
+    d.error_code,
+    d.error_message,
+    d.outcome,
+    d.fenced,
+    d.started_at,
+    d.finished_at
+   FROM public.job_attempts d
+UNION ALL
+ SELECT o.job_id,
+    o.created_at AS job_created_at,
+    o.tries AS attempt,
+    o.provider,
+    o.provider_message_id,
+    o.error_code,
+    o.error_message,
+        CASE
+            WHEN (o.status = 'dead'::public.job_status) THEN 'dead'::text
+            ELSE 'sent'::text
+        END AS outcome,
+    false AS fenced,
+    o.started_at,
+    o.finished_at
+   FROM public.job_outcomes o
+  WHERE (o.started_at IS NOT NULL);
+
+
+--
+-- Name: job_queue; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_queue (
+    id uuid NOT NULL,
+    organization_id uuid NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    channel text NOT NULL,
+    payload jsonb NOT NULL,
+    trace_header text,
+    expires_at timestamp with time zone,
+    next_attempt_at timestamp with time zone NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer NOT NULL,
+    tries integer DEFAULT 0 NOT NULL,
+    claim_token uuid,
+    claimed_at timestamp with time zone,
+    last_error text,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT job_queue_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT job_queue_check CHECK (((claim_token IS NULL) = (claimed_at IS NULL))),
+    CONSTRAINT job_queue_id_check CHECK ((public.job_id_time(id) IS NOT NULL)),
+    CONSTRAINT job_queue_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT job_queue_tries_check CHECK ((tries >= 0))
+)
+WITH (fillfactor='50', autovacuum_vacuum_scale_factor='0.01', autovacuum_vacuum_insert_scale_factor='0.05', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
+
+
+--
+-- Name: job_requests; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_requests (
+    id uuid NOT NULL,
+    organization_id uuid NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    channel text NOT NULL,
+    payload jsonb NOT NULL,
+    max_attempts integer NOT NULL,
+    send_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone,
+    idempotency_key text,
+    request_hash text,
+    trace_header text,
+    CONSTRAINT job_requests_channel_check CHECK ((channel = ANY (ARRAY['sms'::text, 'email'::text]))),
+    CONSTRAINT job_requests_check CHECK (((idempotency_key IS NULL) = (request_hash IS NULL))),
+    CONSTRAINT job_requests_id_check CHECK ((public.job_id_time(id) IS NOT NULL)),
+    CONSTRAINT job_requests_idempotency_key_check CHECK (((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 255))),
+    CONSTRAINT job_requests_max_attempts_check CHECK ((max_attempts >= 1))
+)
+PARTITION BY RANGE (created_at);
+
+
+--
+-- Name: job_states; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.job_states AS
+ SELECT job_states_between.id,
+    job_states_between.organization_id,
+    job_states_between.channel,
+    job_states_between.payload,
+    job_states_between.status,
+    job_states_between.attempts,
+    job_states_between.max_attempts,
+    job_states_between.tries,
+    job_states_between.next_attempt_at,
+    job_states_between.expires_at,
+    job_states_between.created_at,
+    job_states_between.updated_at,
+    job_states_between.claim_token,
+    job_states_between.claimed_at,
+    job_states_between.last_error,
+    job_states_between.idempotency_key,
+    job_states_between.request_hash,
+    job_states_between.trace_header
+   FROM public.job_states_between('-infinity'::timestamp with time zone, 'infinity'::timestamp with time zone) job_states_between(id, organization_id, channel, payload, status, attempts, max_attempts, tries, next_attempt_at, expires_at, created_at, updated_at, claim_token, claimed_at, last_error, idempotency_key, request_hash, trace_header);
+
+
+--
+-- Name: organization_claim_counts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.organization_claim_counts (
+    organization_id uuid NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    claimed integer NOT NULL,
+    per_minute integer NOT NULL,
+    granted integer NOT NULL
+);
+
+
+--
+-- Name: organization_ingest_counts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.organization_ingest_counts (
+    organization_id uuid NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    requests integer NOT NULL
+);
+
+
+--
+-- Name: organization_rate_limits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.organization_rate_limits (
+    organization_id uuid NOT NULL,
+    per_minute integer NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT organization_rate_limits_per_minute_check CHECK ((per_minute >= 0))
+);
+
+
+--
+-- Name: schema_migration_claims; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schema_migration_claims (
+    version integer NOT NULL,
+    claimed_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: schema_migrations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: suppressions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.suppressions (
+    organization_id uuid NOT NULL,
+    recipient text NOT NULL,
+    reason text NOT NULL,
+    detail text,
+    job_id uuid,
+    provider_message_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: delivery_feedback delivery_feedback_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.delivery_feedback
+    ADD CONSTRAINT delivery_feedback_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: delivery_feedback delivery_feedback_provider_message_id_event_key_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.delivery_feedback
+    ADD CONSTRAINT delivery_feedback_provider_message_id_event_key_key UNIQUE (provider_message_id, event_key);
+
+
+--
+-- Name: history_days history_days_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.history_days
+    ADD CONSTRAINT history_days_pkey PRIMARY KEY (day);
+
+
+--
+-- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (organization_id, idempotency_key);
+
+
+--
+-- Name: job_attempts job_attempts_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_attempts
+    ADD CONSTRAINT job_attempts_key UNIQUE (job_id, job_created_at, attempt);
+
+
+--
+-- Name: job_outcomes job_outcomes_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_outcomes
+    ADD CONSTRAINT job_outcomes_key UNIQUE (job_id, created_at);
+
+
+--
+-- Name: job_queue job_queue_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_queue
+    ADD CONSTRAINT job_queue_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: job_requests job_requests_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_requests
+    ADD CONSTRAINT job_requests_key UNIQUE (id, created_at);
+
+
+--
+-- Name: organization_claim_counts organization_claim_counts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.organization_claim_counts
+    ADD CONSTRAINT organization_claim_counts_pkey PRIMARY KEY (organization_id, minute);
+
+
+--
+-- Name: organization_ingest_counts organization_ingest_counts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.organization_ingest_counts
+    ADD CONSTRAINT organization_ingest_counts_pkey PRIMARY KEY (organization_id, minute);
+
+
+--
+-- Name: organization_rate_limits organization_rate_limits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.organization_rate_limits
+    ADD CONSTRAINT organization_rate_limits_pkey PRIMARY KEY (organization_id);
+
+
+--
+-- Name: schema_migration_claims schema_migration_claims_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schema_migration_claims
+    ADD CONSTRAINT schema_migration_claims_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: suppressions suppressions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.suppressions
+    ADD CONSTRAINT suppressions_pkey PRIMARY KEY (organization_id, recipient);
+
+
+--
+-- Name: delivery_feedback_by_attempt; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX delivery_feedback_by_attempt ON public.delivery_feedback USING btree (job_id, attempt);
+
+
+--
+-- Name: delivery_feedback_received; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX delivery_feedback_received ON public.delivery_feedback USING btree (received_at);
+
+
+--
+-- Name: delivery_feedback_waiting; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX delivery_feedback_waiting ON public.delivery_feedback USING btree (received_at) WHERE (applied_at IS NULL);
+
+
+--
+-- Name: idempotency_keys_by_day; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idempotency_keys_by_day ON public.idempotency_keys USING btree (job_created_at);
+
+
+--
+-- Name: job_attempts_by_message_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_attempts_by_message_id ON ONLY public.job_attempts USING btree (provider_message_id) WHERE (provider_message_id IS NOT NULL);
+
+
+--
+-- Name: job_outcomes_by_message_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_outcomes_by_message_id ON ONLY public.job_outcomes USING btree (provider_message_id) WHERE (provider_message_id IS NOT NULL);
+
+
+--
+-- Name: job_outcomes_by_status; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_outcomes_by_status ON ONLY public.job_outcomes USING btree (organization_id, status, created_at, job_id);
+
+
+--
+-- Name: job_queue_expires; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_queue_expires ON public.job_queue USING btree (expires_at) WHERE (expires_at IS NOT NULL);
+
+
+--
+-- Name: job_queue_listing; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_queue_listing ON public.job_queue USING btree (organization_id, created_at, id);
+
+
+--
+-- Name: job_queue_next; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_queue_next ON public.job_queue USING btree (next_attempt_at);
+
+
+--
+-- Name: job_queue_next_by_org; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_queue_next_by_org ON public.job_queue USING btree (organization_id, next_attempt_at);
+
+
+--
+-- Name: job_requests_listing; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_requests_listing ON ONLY public.job_requests USING btree (organization_id, created_at, id);
+
+
+--
+-- Name: job_outcomes history_days_extend; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER history_days_extend AFTER INSERT ON public.job_outcomes REFERENCING NEW TABLE AS ended FOR EACH STATEMENT EXECUTE FUNCTION public.history_days_extend();
+
+
+--
+-- PostgreSQL database dump complete
+--
+
+
