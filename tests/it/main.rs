@@ -2,6 +2,7 @@
 //! AWS stand-in, and `cargo lambda watch` where a test says so). `make test` starts them.
 //! The fault suite (`make faults`) and the benchmark (`make bench`) have binaries of their own.
 
+mod architecture;
 mod batch;
 mod claim_engine;
 mod connect;
