@@ -5,6 +5,7 @@
 //! connection drains the queue with `JobStore::claim` (timed: one round trip, commit
 //! included) and completes each batch with `JobStore::complete` (timed apart).
 
+use notify_core::store::{Claim, Complete};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -181,7 +182,12 @@ pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples>
     let mut samples = DrainSamples::default();
     loop {
         let t0 = Instant::now();
-        let claimed = store.claim(batch, None).await?;
+        let claimed = store
+            .claim(Claim {
+                batch_size: batch,
+                now: None,
+            })
+            .await?;
         if claimed.is_empty() {
             break;
         }
@@ -204,7 +210,12 @@ pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples>
             })
             .collect();
         let t1 = Instant::now();
-        store.complete(&done, None).await?;
+        store
+            .complete(Complete {
+                completions: &done,
+                now: None,
+            })
+            .await?;
         samples.completes.push(t1.elapsed());
     }
     // the drain's dead queue rows vacuumed now, untimed (autovacuum is off for the part: see

@@ -19,6 +19,7 @@
 //! beside it (in production, RETENTION_DAYS of them) its passes over the two indexes read
 //! theirs too.
 
+use notify_core::store::DropHistoryDays;
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
@@ -140,7 +141,12 @@ async fn drop_the_day(bench: &Bench, kept: std::time::Duration, r: &mut Retentio
     let _ = bench.client.batch_execute("CHECKPOINT").await;
     let keys_before = count(bench, "SELECT count(*) FROM idempotency_keys").await?;
     let (wal0, started) = (bench.wal().await?, Instant::now());
-    let report = store.drop_history_days(kept, None).await?;
+    let report = store
+        .drop_history_days(DropHistoryDays {
+            keep: kept,
+            now: None,
+        })
+        .await?;
     r.secs = started.elapsed().as_secs_f64();
     let wal1 = bench.wal().await?;
     r.wal_bytes = wal1 - wal0;

@@ -1,6 +1,7 @@
 //! The claim engine against a real PostgreSQL: no job claimed twice, none missed,
 //! fencing of stale completions, and what plain FOR UPDATE would do instead.
 
+use notify_core::store::{At, Claim, Complete, CompleteAndClaim};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -30,7 +31,13 @@ async fn eight_concurrent_claimers_claim_every_job_exactly_once() {
         claimers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             loop {
-                let batch = store.claim(37, None).await.unwrap();
+                let batch = store
+                    .claim(Claim {
+                        batch_size: 37,
+                        now: None,
+                    })
+                    .await
+                    .unwrap();
                 if batch.is_empty() {
                     return mine;
                 }
@@ -83,19 +90,44 @@ async fn future_jobs_wait_and_due_failed_jobs_are_claimed_again() {
         .insert(&client)
         .await;
 
-    let claimed = store.claim(10, None).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1, "only the due failed job: {claimed:?}");
     assert_eq!(claimed[0].id, failed_due);
     assert_eq!(claimed[0].attempt, 3, "attempts incremented by the claim");
-    assert!(store.claim(10, None).await.unwrap().is_empty());
+    assert!(store
+        .claim(Claim {
+            batch_size: 10,
+            now: None
+        })
+        .await
+        .unwrap()
+        .is_empty());
 
     // six minutes on (the clock is a parameter): the later retry is due, the future job not
     let later = Some(chrono::Utc::now() + chrono::Duration::minutes(6));
-    let claimed = store.claim(10, later).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: later,
+        })
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1, "{claimed:?}");
     assert_eq!(claimed[0].id, failed_later);
     let in_two_hours = Some(chrono::Utc::now() + chrono::Duration::hours(2));
-    let claimed = store.claim(10, in_two_hours).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: in_two_hours,
+        })
+        .await
+        .unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), [future]);
 }
 
@@ -105,14 +137,23 @@ async fn completion_with_a_stale_token_is_fenced_but_recorded() {
     let client = db.client().await;
     let store = db.store().await;
     let ids = insert_due_jobs(&client, 2).await;
-    let claimed = store.claim(10, None).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 2);
     let (good, stale) = (&claimed[0], &claimed[1]);
     let mut stale_completion = completion(stale, Decision::Sent);
     stale_completion.claim_token = Uuid::new_v4(); // another claim's token
 
     let report = store
-        .complete(&[completion(good, Decision::Sent), stale_completion], None)
+        .complete(Complete {
+            completions: &[completion(good, Decision::Sent), stale_completion],
+            now: None,
+        })
         .await
         .unwrap();
     assert_eq!(report.applied, vec![good.id]);
@@ -156,7 +197,13 @@ async fn retry_and_dead_decisions_are_applied() {
     let client = db.client().await;
     let store = db.store().await;
     insert_due_jobs(&client, 2).await;
-    let claimed = store.claim(10, None).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     let retry_at = Utc::now() + chrono::Duration::minutes(2);
     let mut retry = completion(&claimed[0], Decision::Retry { at: retry_at });
     retry.error_code = Some("Throttling".into());
@@ -164,7 +211,13 @@ async fn retry_and_dead_decisions_are_applied() {
     let mut dead = completion(&claimed[1], Decision::Dead);
     dead.error_code = Some("InvalidParameter".into());
     dead.channel = Channel::Sms;
-    let report = store.complete(&[retry, dead], None).await.unwrap();
+    let report = store
+        .complete(Complete {
+            completions: &[retry, dead],
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(report.applied.len(), 2);
 
     let row = client
@@ -188,7 +241,14 @@ async fn retry_and_dead_decisions_are_applied() {
         .get(0);
     assert_eq!(status, "dead");
     assert!(
-        store.claim(10, None).await.unwrap().is_empty(),
+        store
+            .claim(Claim {
+                batch_size: 10,
+                now: None
+            })
+            .await
+            .unwrap()
+            .is_empty(),
         "neither is due now"
     );
 }
@@ -285,14 +345,24 @@ async fn completing_and_claiming_in_one_round_trip_handles_every_job_once() {
         let store = db.store().await;
         loops.push(tokio::spawn(async move {
             let mut done = Vec::new();
-            let mut batch = store.claim(50, None).await.unwrap();
+            let mut batch = store
+                .claim(Claim {
+                    batch_size: 50,
+                    now: None,
+                })
+                .await
+                .unwrap();
             while !batch.is_empty() {
                 let completions: Vec<_> = batch
                     .iter()
                     .map(|job| completion(job, Decision::Sent))
                     .collect();
                 let (report, next) = store
-                    .complete_and_claim(&completions, 50, None)
+                    .complete_and_claim(CompleteAndClaim {
+                        completions: &completions,
+                        next_batch: 50,
+                        now: None,
+                    })
                     .await
                     .unwrap();
                 assert!(report.fenced.is_empty());
@@ -328,7 +398,13 @@ async fn the_claim_part_sees_jobs_the_completion_makes_due_only_in_the_next_roun
     let client = db.client().await;
     insert_due_jobs(&client, 1).await;
     let store = db.store().await;
-    let first = store.claim(10, None).await.unwrap();
+    let first = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     // a retry due right away: the same statement must not claim it again (it was processing
     // in the statement's snapshot); the next claim does
     let retry = completion(
@@ -337,13 +413,26 @@ async fn the_claim_part_sees_jobs_the_completion_makes_due_only_in_the_next_roun
             at: Utc::now() - chrono::Duration::seconds(1),
         },
     );
-    let (report, next) = store.complete_and_claim(&[retry], 10, None).await.unwrap();
+    let (report, next) = store
+        .complete_and_claim(CompleteAndClaim {
+            completions: &[retry],
+            next_batch: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(report.applied, vec![first[0].id]);
     assert!(
         next.is_empty(),
         "not claimed in the statement that completed it"
     );
-    let again = store.claim(10, None).await.unwrap();
+    let again = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!((again[0].id, again[0].attempt), (first[0].id, 2));
 }
 
@@ -355,7 +444,7 @@ async fn the_backlog_age_is_the_oldest_due_jobs_wait() {
     let client = db.client().await;
     let store = db.store().await;
     let now = Utc::now();
-    assert_eq!(store.backlog_age(Some(now)).await.unwrap(), 0.0);
+    assert_eq!(store.backlog_age(At { now: Some(now) }).await.unwrap(), 0.0);
     Job::new().due_in(3600.0).insert(&client).await;
     Job::new()
         .due_in(-900.0)
@@ -367,14 +456,14 @@ async fn the_backlog_age_is_the_oldest_due_jobs_wait() {
         .status(JobStatus::Processing)
         .insert(&client)
         .await;
-    assert_eq!(store.backlog_age(Some(now)).await.unwrap(), 0.0);
+    assert_eq!(store.backlog_age(At { now: Some(now) }).await.unwrap(), 0.0);
     Job::new().due_in(-30.0).insert(&client).await;
     Job::new()
         .due_in(-90.0)
         .status(JobStatus::Failed)
         .insert(&client)
         .await;
-    let age = store.backlog_age(Some(now)).await.unwrap();
+    let age = store.backlog_age(At { now: Some(now) }).await.unwrap();
     assert!((89.0..=92.0).contains(&age), "{age}");
 }
 
@@ -407,7 +496,13 @@ async fn the_worker_writes_the_queue_and_an_outcome_row_and_the_claim_is_a_hot_u
         }
     };
     let before: Vec<_> = [record_version(ids[0]).await, record_version(ids[1]).await].into();
-    let claimed = store.claim(10, None).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 2);
     assert_eq!(
         queue_updates(&client, 2).await,
@@ -423,10 +518,10 @@ async fn the_worker_writes_the_queue_and_an_outcome_row_and_the_claim_is_a_hot_u
         at: Utc::now() + chrono::Duration::minutes(1),
     };
     store
-        .complete(
-            &[completion(sent, Decision::Sent), completion(retried, retry)],
-            None,
-        )
+        .complete(Complete {
+            completions: &[completion(sent, Decision::Sent), completion(retried, retry)],
+            now: None,
+        })
         .await
         .unwrap();
     let after = [record_version(ids[0]).await, record_version(ids[1]).await];

@@ -3,6 +3,7 @@
 //! event records inside SNS records, SNS SMS delivery-status lines inside a gzip+base64
 //! CloudWatch Logs event) naming the message ids the worker recorded.
 
+use notify_core::store::{At, Claim, Complete, RecordFeedback};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -331,13 +332,25 @@ async fn an_event_before_its_attempt_waits_and_an_unknown_one_is_dropped_later()
         .email()
         .insert(&client)
         .await;
-    let job = store.claim(1, None).await.unwrap().remove(0);
+    let job = store
+        .claim(Claim {
+            batch_size: 1,
+            now: None,
+        })
+        .await
+        .unwrap()
+        .remove(0);
     store
-        .complete(&[completion(&job, Decision::Sent, Some(&early_id))], None)
+        .complete(Complete {
+            completions: &[completion(&job, Decision::Sent, Some(&early_id))],
+            now: None,
+        })
         .await
         .unwrap();
     let config = SweeperConfig::new(600, 120, 100).unwrap();
-    let swept = sweeper::run_once(&store, &config, None).await.unwrap();
+    let swept = sweeper::run_once(&store, &config, At::SERVER)
+        .await
+        .unwrap();
     assert_eq!(swept.feedback_applied, 1);
     assert_eq!(
         swept.feedback_dropped, 0,
@@ -347,7 +360,9 @@ async fn an_event_before_its_attempt_waits_and_an_unknown_one_is_dropped_later()
 
     // past the window the unknown one is dropped and counted
     let later = Some(chrono::Utc::now() + chrono::Duration::hours(2));
-    let swept = sweeper::run_once(&store, &config, later).await.unwrap();
+    let swept = sweeper::run_once(&store, &config, At { now: later })
+        .await
+        .unwrap();
     assert_eq!(swept.feedback_dropped, 1);
     let left = integration_tests::count(&client, "SELECT count(*) FROM delivery_feedback").await;
     assert_eq!(left, 1, "only the applied event is kept");
@@ -445,11 +460,21 @@ async fn an_event_for_a_job_older_than_its_window_is_applied_by_the_sweepers_pas
             .created_ago(days * 86_400.0)
             .insert(&client)
             .await;
-        let job = store.claim(1, None).await.unwrap().remove(0);
+        let job = store
+            .claim(Claim {
+                batch_size: 1,
+                now: None,
+            })
+            .await
+            .unwrap()
+            .remove(0);
         assert_eq!(job.id, id);
         let message_id = format!("m-{id}");
         store
-            .complete(&[completion(&job, Decision::Sent, Some(&message_id))], None)
+            .complete(Complete {
+                completions: &[completion(&job, Decision::Sent, Some(&message_id))],
+                now: None,
+            })
             .await
             .unwrap();
         jobs.push((id, message_id));
@@ -465,7 +490,13 @@ async fn an_event_for_a_job_older_than_its_window_is_applied_by_the_sweepers_pas
         raw: json!({}),
     };
     let events: Vec<_> = jobs.iter().map(|(_, m)| event(m)).collect();
-    let report = store.record_feedback(&events, None).await.unwrap();
+    let report = store
+        .record_feedback(RecordFeedback {
+            events: &events,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(
         report.applied, 1,
         "only the job inside the window: {report:?}"
@@ -474,7 +505,9 @@ async fn an_event_for_a_job_older_than_its_window_is_applied_by_the_sweepers_pas
     assert_eq!(status(&client, jobs[1].0).await, "sent", "waits");
 
     let config = SweeperConfig::new(600, 120, 100).unwrap();
-    let swept = sweeper::run_once(&store, &config, None).await.unwrap();
+    let swept = sweeper::run_once(&store, &config, At::SERVER)
+        .await
+        .unwrap();
     assert_eq!(swept.feedback_applied, 1);
     assert_eq!(status(&client, jobs[1].0).await, "delivered");
 }
@@ -511,9 +544,17 @@ async fn a_job_sent_a_month_after_it_was_accepted_can_still_bounce_days_later() 
     config.retention_days = 30;
     // the sweeper runs every day; the job is due on day 30 and sent then
     for day in [1, 15, 29] {
-        sweeper::run_once(&store, &config, at(day)).await.unwrap();
+        sweeper::run_once(&store, &config, At { now: at(day) })
+            .await
+            .unwrap();
     }
-    let claimed = store.claim(10, at(30)).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: at(30),
+        })
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     let message_id = "0100018c2f3a4b5c-late-send-000000";
     let done = notify_core::store::Completion {
@@ -521,10 +562,18 @@ async fn a_job_sent_a_month_after_it_was_accepted_can_still_bounce_days_later() 
         finished_at: claimed[0].claimed_at,
         ..completion(&claimed[0], Decision::Sent, Some(message_id))
     };
-    let report = store.complete(&[done], at(30)).await.unwrap();
+    let report = store
+        .complete(Complete {
+            completions: &[done],
+            now: at(30),
+        })
+        .await
+        .unwrap();
     assert_eq!(report.applied, vec![id]);
     for day in [31, 32] {
-        let swept = sweeper::run_once(&store, &config, at(day)).await.unwrap();
+        let swept = sweeper::run_once(&store, &config, At { now: at(day) })
+            .await
+            .unwrap();
         assert!(
             !swept.history.dropped_days.contains(&today),
             "day {day}: the job's day is kept: {swept:?}"
@@ -536,7 +585,9 @@ async fn a_job_sent_a_month_after_it_was_accepted_can_still_bounce_days_later() 
     feedback::handle(&store, &ses_event("ses-bounce-permanent.json", message_id))
         .await
         .unwrap();
-    sweeper::run_once(&store, &config, at(32)).await.unwrap();
+    sweeper::run_once(&store, &config, At { now: at(32) })
+        .await
+        .unwrap();
     assert_eq!(status(&client, id).await, "bounced");
     let sent = Sent {
         id,
@@ -560,7 +611,9 @@ async fn a_job_sent_a_month_after_it_was_accepted_can_still_bounce_days_later() 
     );
 
     // RETENTION_DAYS after the send, the day goes
-    let swept = sweeper::run_once(&store, &config, at(62)).await.unwrap();
+    let swept = sweeper::run_once(&store, &config, At { now: at(62) })
+        .await
+        .unwrap();
     assert!(swept.history.dropped_days.contains(&today), "{swept:?}");
     assert!(store.get(org, id).await.unwrap().is_none());
 }

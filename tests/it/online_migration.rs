@@ -15,6 +15,7 @@
 //! `ONLINE_MIGRATION_FINISHED` sets the number of finished jobs already there (default
 //! 200,000). The figures are printed (`-- --nocapture`).
 
+use notify_core::store::{Claim, Complete};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -210,7 +211,13 @@ impl Release1_0 {
 /// until nothing is due (and `until` says stop).
 async fn new_worker(store: &PgStore, sends: &Sends, until: &AtomicBool) {
     loop {
-        let batch = store.claim(100, None).await.unwrap();
+        let batch = store
+            .claim(Claim {
+                batch_size: 100,
+                now: None,
+            })
+            .await
+            .unwrap();
         if batch.is_empty() {
             if until.load(Ordering::Relaxed) {
                 return;
@@ -230,7 +237,13 @@ async fn new_worker(store: &PgStore, sends: &Sends, until: &AtomicBool) {
                 ));
             }
         }
-        let report = store.complete(&completions, None).await.unwrap();
+        let report = store
+            .complete(Complete {
+                completions: &completions,
+                now: None,
+            })
+            .await
+            .unwrap();
         assert_eq!(
             report.applied.len(),
             batch.len(),

@@ -1,5 +1,6 @@
 //! Cancel, requeue and listing through the ingest handler, against a real PostgreSQL.
 
+use notify_core::store::{Claim, Complete};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -131,11 +132,23 @@ async fn a_cancelled_job_is_never_claimed_and_a_requeued_one_keeps_its_history()
     assert_eq!(status, StatusCode::OK);
 
     let dying = create(&ingest, org, 2).await;
-    let claimed = store.claim(10, None).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1, "only the job not cancelled is claimed");
     assert_eq!(claimed[0].id.to_string(), dying);
     let dead = integration_tests::completion(&claimed[0], Decision::Dead, None);
-    store.complete(&[dead], None).await.unwrap();
+    store
+        .complete(Complete {
+            completions: &[dead],
+            now: None,
+        })
+        .await
+        .unwrap();
 
     let (status, body) = parts(
         &ingest
@@ -143,7 +156,13 @@ async fn a_cancelled_job_is_never_claimed_and_a_requeued_one_keeps_its_history()
             .await,
     );
     assert_eq!(status, StatusCode::OK, "{body}");
-    let again = store.claim(10, None).await.unwrap();
+    let again = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].attempt, 2, "attempt numbers keep counting");
     assert_eq!(
@@ -151,7 +170,13 @@ async fn a_cancelled_job_is_never_claimed_and_a_requeued_one_keeps_its_history()
         "a fresh budget of 5 on top of the 1 used"
     );
     let sent = integration_tests::completion(&again[0], Decision::Sent, Some("m-2"));
-    store.complete(&[sent], None).await.unwrap();
+    store
+        .complete(Complete {
+            completions: &[sent],
+            now: None,
+        })
+        .await
+        .unwrap();
     let (_, job) = parts(
         &ingest
             .handle(ApiRequest::get(Version::V2, &dying).org(org).build())
@@ -179,7 +204,13 @@ async fn concurrent_cancel_and_claim_never_both_win() {
     let claims = tokio::spawn(async move {
         let mut claimed = HashSet::new();
         loop {
-            let batch = claimer.claim(7, None).await.unwrap();
+            let batch = claimer
+                .claim(Claim {
+                    batch_size: 7,
+                    now: None,
+                })
+                .await
+                .unwrap();
             if batch.is_empty() {
                 return claimed;
             }

@@ -1,6 +1,7 @@
 //! Per-organization rate limits: enforced at claim time (fair across tenants, exact under
 //! concurrent claimers) and at ingest (429 with RateLimit-* headers).
 
+use notify_core::store::{At, Claim};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -77,7 +78,13 @@ async fn a_noisy_tenant_does_not_delay_another_tenants_jobs() {
     clear_of_minute_end(&client).await;
     let store = limited_store(&db, 100).await;
 
-    let first = store.claim(100, None).await.unwrap();
+    let first = store
+        .claim(Claim {
+            batch_size: 100,
+            now: None,
+        })
+        .await
+        .unwrap();
     let quiet_in_first = first.iter().filter(|j| j.organization_id == quiet).count();
     assert_eq!(
         quiet_in_first, 10,
@@ -88,7 +95,13 @@ async fn a_noisy_tenant_does_not_delay_another_tenants_jobs() {
     // claim until nothing more may be taken this minute
     let mut noisy_total = first.iter().filter(|j| j.organization_id == noisy).count();
     loop {
-        let batch = store.claim(100, None).await.unwrap();
+        let batch = store
+            .claim(Claim {
+                batch_size: 100,
+                now: None,
+            })
+            .await
+            .unwrap();
         if batch.is_empty() {
             break;
         }
@@ -124,7 +137,15 @@ async fn overrides_apply_per_organization() {
         .unwrap();
     clear_of_minute_end(&client).await;
     let store = limited_store(&db, 20).await;
-    while !store.claim(100, None).await.unwrap().is_empty() {}
+    while !store
+        .claim(Claim {
+            batch_size: 100,
+            now: None,
+        })
+        .await
+        .unwrap()
+        .is_empty()
+    {}
     let counts = claimed_by_org(&client).await;
     assert_eq!(
         counts[&small].0,
@@ -155,7 +176,13 @@ async fn concurrent_claimers_never_exceed_the_budget_together() {
         claimers.push(tokio::spawn(async move {
             let mut n = 0;
             loop {
-                let batch = store.claim(40, None).await.unwrap();
+                let batch = store
+                    .claim(Claim {
+                        batch_size: 40,
+                        now: None,
+                    })
+                    .await
+                    .unwrap();
                 if batch.is_empty() {
                     return n;
                 }
@@ -281,7 +308,7 @@ async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
     let swept = notify_core::sweeper::run_once(
         &store,
         &notify_core::sweeper::SweeperConfig::new(600, 120, 100).unwrap(),
-        two_hours_ago,
+        At { now: two_hours_ago },
     )
     .await
     .unwrap();

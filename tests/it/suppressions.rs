@@ -396,9 +396,15 @@ async fn non_ascii_addresses_are_refused_and_ascii_ones_stored_as_the_list_keys_
     .await;
     assert_eq!(status, StatusCode::CREATED);
     let store = db.store().await;
-    let claimed = notify_core::store::JobStore::claim(&store, 10, None)
-        .await
-        .unwrap();
+    let claimed = notify_core::store::JobStore::claim(
+        &store,
+        notify_core::store::Claim {
+            batch_size: 10,
+            now: None,
+        },
+    )
+    .await
+    .unwrap();
     let job = claimed.iter().find(|j| j.id == id).expect("claimed");
     assert!(job.suppressed, "the claim finds the recipient on the list");
 }

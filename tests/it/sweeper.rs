@@ -3,6 +3,7 @@
 use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
 use notify_core::domain::JobStatus;
+use notify_core::store::{At, Claim, Complete, DropHistoryDays};
 use notify_core::store::{ClaimedJob, Completion, Decision, JobStore};
 use notify_core::sweeper::{run_once, SweeperConfig};
 use tokio_postgres::types::ToSql;
@@ -49,7 +50,7 @@ async fn only_jobs_past_the_window_are_swept() {
         .await;
 
     let config = SweeperConfig::new(600, 120, 1_000).unwrap();
-    let summary = run_once(&store, &config, None).await.unwrap();
+    let summary = run_once(&store, &config, At::SERVER).await.unwrap();
     assert_eq!((summary.requeued, summary.dead), (1, 1));
 
     assert_eq!(
@@ -106,7 +107,13 @@ async fn only_jobs_past_the_window_are_swept() {
     assert_eq!(attempt_of(exhausted), Some(5));
 
     // the requeued job is claimable again, as attempt 2
-    let again = store.claim(10, None).await.unwrap();
+    let again = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].id, again[0].attempt), (past, 2));
 }
@@ -126,8 +133,8 @@ async fn two_sweepers_at_once_sweep_each_job_exactly_once() {
     let (a, b) = (db.store().await, db.store().await);
     let (ca, cb) = (config.clone(), config.clone());
     let (ra, rb) = tokio::join!(
-        tokio::spawn(async move { run_once(&a, &ca, None).await.unwrap() }),
-        tokio::spawn(async move { run_once(&b, &cb, None).await.unwrap() }),
+        tokio::spawn(async move { run_once(&a, &ca, At::SERVER).await.unwrap() }),
+        tokio::spawn(async move { run_once(&b, &cb, At::SERVER).await.unwrap() }),
     );
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!(ra.requeued + rb.requeued, 1_000, "{ra:?} {rb:?}");
@@ -162,34 +169,61 @@ async fn the_crash_story_ends_sent_with_a_lost_then_a_sent_attempt() {
     // a short window, with a matching short worker timeout
     let config = SweeperConfig::new(2, 1, 1_000).unwrap();
 
-    let lost_claim = crashing.claim(10, None).await.unwrap();
+    let lost_claim = crashing
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(lost_claim.len(), 1);
     // ... and the first worker stops here without completing.
 
-    let early = run_once(&healthy, &config, None).await.unwrap();
+    let early = run_once(&healthy, &config, At::SERVER).await.unwrap();
     assert_eq!(early.requeued, 0, "not swept inside the window");
     assert!(
-        healthy.claim(10, None).await.unwrap().is_empty(),
+        healthy
+            .claim(Claim {
+                batch_size: 10,
+                now: None
+            })
+            .await
+            .unwrap()
+            .is_empty(),
         "still held"
     );
 
     // past the window (the clock is a parameter: no sleeping)
     let later = Some(chrono::Utc::now() + chrono::Duration::seconds(3));
-    let swept = run_once(&healthy, &config, later).await.unwrap();
+    let swept = run_once(&healthy, &config, At { now: later })
+        .await
+        .unwrap();
     assert_eq!(swept.requeued, 1);
 
-    let second = healthy.claim(10, later).await.unwrap();
+    let second = healthy
+        .claim(Claim {
+            batch_size: 10,
+            now: later,
+        })
+        .await
+        .unwrap();
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].attempt, 2);
     let report = healthy
-        .complete(&[sent(&second[0], "second")], None)
+        .complete(Complete {
+            completions: &[sent(&second[0], "second")],
+            now: None,
+        })
         .await
         .unwrap();
     assert_eq!(report.applied, vec![ids[0]]);
 
     // the first worker wakes up and reports its (late) success
     let late = crashing
-        .complete(&[sent(&lost_claim[0], "first")], None)
+        .complete(Complete {
+            completions: &[sent(&lost_claim[0], "first")],
+            now: None,
+        })
         .await
         .unwrap();
     assert_eq!(late.fenced, vec![ids[0]], "the late completion is fenced");
@@ -307,9 +341,15 @@ async fn retention_drops_a_day_once_its_jobs_all_ended_long_enough_ago() {
     let days_later = |days: i64| now + chrono::Duration::days(days);
 
     // a month on, today is past retention but one of its jobs is still open: kept
-    let summary = run_once(&store, &config, Some(days_later(31)))
-        .await
-        .unwrap();
+    let summary = run_once(
+        &store,
+        &config,
+        At {
+            now: Some(days_later(31)),
+        },
+    )
+    .await
+    .unwrap();
     assert!(
         !summary.history.dropped_days.contains(&today.to_string()),
         "{summary:?}"
@@ -330,16 +370,31 @@ async fn retention_drops_a_day_once_its_jobs_all_ended_long_enough_ago() {
 
     // the open job is sent on day 31 (the clock is a parameter): its day is kept 30 days
     // after that
-    let claimed = store.claim(10, Some(days_later(31))).await.unwrap();
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: Some(days_later(31)),
+        })
+        .await
+        .unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![open]);
     let report = store
-        .complete(&[sent_now(&claimed[0], "late-send")], Some(days_later(31)))
+        .complete(Complete {
+            completions: &[sent_now(&claimed[0], "late-send")],
+            now: Some(days_later(31)),
+        })
         .await
         .unwrap();
     assert_eq!(report.applied, vec![open]);
-    let summary = run_once(&store, &config, Some(days_later(32)))
-        .await
-        .unwrap();
+    let summary = run_once(
+        &store,
+        &config,
+        At {
+            now: Some(days_later(32)),
+        },
+    )
+    .await
+    .unwrap();
     assert!(
         !summary.history.dropped_days.contains(&today.to_string()),
         "a job of the day ended a day ago: {summary:?}"
@@ -353,9 +408,15 @@ async fn retention_drops_a_day_once_its_jobs_all_ended_long_enough_ago() {
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    let summary = run_once(&store, &config, Some(days_later(63)))
-        .await
-        .unwrap();
+    let summary = run_once(
+        &store,
+        &config,
+        At {
+            now: Some(days_later(63)),
+        },
+    )
+    .await
+    .unwrap();
     assert!(
         !summary.history.dropped_days.contains(&today.to_string()),
         "{summary:?}"
@@ -378,9 +439,15 @@ async fn retention_drops_a_day_once_its_jobs_all_ended_long_enough_ago() {
     read.commit().await.unwrap();
 
     // the read is over: the next run drops today
-    let summary = run_once(&store, &config, Some(days_later(63)))
-        .await
-        .unwrap();
+    let summary = run_once(
+        &store,
+        &config,
+        At {
+            now: Some(days_later(63)),
+        },
+    )
+    .await
+    .unwrap();
     assert!(
         summary.history.dropped_days.contains(&today.to_string()),
         "{summary:?}"
@@ -464,7 +531,9 @@ async fn a_failing_sweep_step_stops_none_of_the_others() {
 
     let mut config = SweeperConfig::new(600, 120, 100).unwrap();
     config.retention_days = 30;
-    let err = run_once(&store, &config, Some(later)).await.unwrap_err();
+    let err = run_once(&store, &config, At { now: Some(later) })
+        .await
+        .unwrap_err();
     assert_eq!(err.failures.len(), 1, "{err}");
     assert_eq!(err.failures[0].0, "sweep", "{err}");
     assert!(err.to_string().contains("sweep (Database"), "{err}");
@@ -520,11 +589,18 @@ async fn an_expired_job_is_never_claimed_and_the_sweeper_marks_it_expired() {
         .await;
 
     assert!(
-        store.claim(10, None).await.unwrap().is_empty(),
+        store
+            .claim(Claim {
+                batch_size: 10,
+                now: None
+            })
+            .await
+            .unwrap()
+            .is_empty(),
         "nothing claimable"
     );
     let config = SweeperConfig::new(600, 120, 1_000).unwrap();
-    let summary = run_once(&store, &config, None).await.unwrap();
+    let summary = run_once(&store, &config, At::SERVER).await.unwrap();
     assert_eq!(summary.expired, 2, "{summary:?}");
     for id in [expired, held_expired] {
         assert_eq!(status_of(&client, id).await.0, "expired");
@@ -545,10 +621,17 @@ async fn an_expired_job_is_never_claimed_and_the_sweeper_marks_it_expired() {
     // an hour and a bit later (the clock is a parameter) the live one expires too
     let later = Some(chrono::Utc::now() + chrono::Duration::minutes(61));
     assert!(
-        store.claim(10, later).await.unwrap().is_empty(),
+        store
+            .claim(Claim {
+                batch_size: 10,
+                now: later
+            })
+            .await
+            .unwrap()
+            .is_empty(),
         "expired by then"
     );
-    let summary = run_once(&store, &config, later).await.unwrap();
+    let summary = run_once(&store, &config, At { now: later }).await.unwrap();
     // the in-flight job's worker is lost by then: swept, then found expired
     assert_eq!((summary.requeued, summary.expired), (1, 2), "{summary:?}");
     assert_eq!(status_of(&client, alive).await.0, "expired");
@@ -779,7 +862,14 @@ async fn a_requeue_racing_its_days_drop_never_leaves_a_queue_row_without_its_his
     let keep = config.history_kept();
     let dropping = {
         let store = db.store().await;
-        tokio::spawn(async move { store.drop_history_days(keep, Some(now)).await })
+        tokio::spawn(async move {
+            store
+                .drop_history_days(DropHistoryDays {
+                    keep,
+                    now: Some(now),
+                })
+                .await
+        })
     };
     // the drop is in its deletion of the day's keys: it has made its decision
     for _ in 0..200 {
@@ -829,7 +919,7 @@ async fn a_requeue_racing_its_days_drop_never_leaves_a_queue_row_without_its_his
         .batch_execute("DROP TRIGGER slow_key_delete ON idempotency_keys")
         .await
         .unwrap();
-    run_once(&store, &config, None)
+    run_once(&store, &config, At::SERVER)
         .await
         .expect("the next sweep succeeds");
 }

@@ -5,6 +5,10 @@
 //! entry repeats): `"ok"`, `"hang"`, `"slow"` (700 ms, then ok), `"panic"`, `"fence"` (the job
 //! is swept and claimed again during the call, then ok), or an error code to fail with.
 
+use notify_core::store::{
+    At, Claim, Complete, CompleteAndClaim, CountIngest, DropHistoryDays, Expire, PruneFeedback,
+    Release, Sweep,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -15,8 +19,8 @@ use integration_tests::TestDb;
 use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use notify_core::domain::Channel;
 use notify_core::store::{
-    ClaimedJob, CompleteReport, Completion, DroppedDays, IngestWindow, Inserted, JobView,
-    ListCursor, NewJob, Now, StoreError, SweepReport, Transition,
+    ClaimedJob, CompleteReport, DroppedDays, IngestWindow, Inserted, JobView, ListCursor, NewJob,
+    StoreError, SweepReport, Transition,
 };
 use notify_core::worker::{self, WorkerConfig, WorkerSummary};
 use serde_json::{json, Value};
@@ -682,55 +686,48 @@ impl notify_core::store::JobStore for FailingRecords {
     ) -> Result<Vec<JobView>, StoreError> {
         self.inner.list(org, status, after, limit).await
     }
-    async fn claim(&self, batch: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError> {
-        self.inner.claim(batch, now).await
+    async fn claim(&self, p: Claim) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.inner.claim(p).await
     }
-    async fn complete(&self, done: &[Completion], now: Now) -> Result<CompleteReport, StoreError> {
-        self.inner.complete(done, now).await
+    async fn complete(&self, p: Complete<'_>) -> Result<CompleteReport, StoreError> {
+        self.inner.complete(p).await
     }
     async fn complete_and_claim(
         &self,
-        done: &[Completion],
-        next: u32,
-        now: Now,
+        p: CompleteAndClaim<'_>,
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
         let left = self.failures_left.load(Ordering::SeqCst);
         if left > 0 {
             self.failures_left.store(left - 1, Ordering::SeqCst);
             return Err(StoreError::Corrupt("injected failure to record".into()));
         }
-        self.inner.complete_and_claim(done, next, now).await
+        self.inner.complete_and_claim(p).await
     }
-    async fn release(&self, claims: &[(Uuid, Uuid)], now: Now) -> Result<Vec<Uuid>, StoreError> {
-        self.inner.release(claims, now).await
+    async fn release(&self, p: Release<'_>) -> Result<Vec<Uuid>, StoreError> {
+        self.inner.release(p).await
     }
-    async fn expire(&self, limit: u32, now: Now) -> Result<u64, StoreError> {
-        self.inner.expire(limit, now).await
+    async fn expire(&self, p: Expire) -> Result<u64, StoreError> {
+        self.inner.expire(p).await
     }
-    async fn sweep(
-        &self,
-        after: Duration,
-        limit: u32,
-        now: Now,
-    ) -> Result<SweepReport, StoreError> {
-        self.inner.sweep(after, limit, now).await
+    async fn sweep(&self, p: Sweep) -> Result<SweepReport, StoreError> {
+        self.inner.sweep(p).await
     }
-    async fn prune_feedback(&self, days: u32, limit: u32, now: Now) -> Result<u64, StoreError> {
-        self.inner.prune_feedback(days, limit, now).await
+    async fn prune_feedback(&self, p: PruneFeedback) -> Result<u64, StoreError> {
+        self.inner.prune_feedback(p).await
     }
-    async fn add_history_days(&self, now: Now) -> Result<u32, StoreError> {
-        self.inner.add_history_days(now).await
+    async fn add_history_days(&self, p: At) -> Result<u32, StoreError> {
+        self.inner.add_history_days(p).await
     }
-    async fn drop_history_days(&self, keep: Duration, now: Now) -> Result<DroppedDays, StoreError> {
-        self.inner.drop_history_days(keep, now).await
+    async fn drop_history_days(&self, p: DropHistoryDays) -> Result<DroppedDays, StoreError> {
+        self.inner.drop_history_days(p).await
     }
-    async fn count_ingest(&self, org: Uuid, n: u32, now: Now) -> Result<IngestWindow, StoreError> {
-        self.inner.count_ingest(org, n, now).await
+    async fn count_ingest(&self, p: CountIngest) -> Result<IngestWindow, StoreError> {
+        self.inner.count_ingest(p).await
     }
-    async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError> {
-        self.inner.prune_rate_windows(now).await
+    async fn prune_rate_windows(&self, p: At) -> Result<u64, StoreError> {
+        self.inner.prune_rate_windows(p).await
     }
-    async fn backlog_age(&self, now: Now) -> Result<f64, StoreError> {
-        self.inner.backlog_age(now).await
+    async fn backlog_age(&self, p: At) -> Result<f64, StoreError> {
+        self.inner.backlog_age(p).await
     }
 }

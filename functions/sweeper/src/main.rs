@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
 use notify_core::error::report;
+use notify_core::store::At;
 use notify_core::sweeper::{self, SweeperConfig};
 use notify_postgres::{startup, PgStore};
 use serde_json::{json, Value};
@@ -21,7 +22,7 @@ async fn main() -> Result<(), Error> {
         async move {
             // a store error fails the invocation (errorType Unavailable or Database): the
             // next schedule tries again
-            let summary = sweeper::run_once(store.as_ref(), &config, None).await?;
+            let summary = sweeper::run_once(store.as_ref(), &config, At::SERVER).await?;
             Ok::<_, Diagnostic>(json!(summary))
         }
     }))

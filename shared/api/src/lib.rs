@@ -15,6 +15,7 @@ pub mod suppressions;
 pub mod trace;
 pub mod validate;
 
+use notify_core::store::CountIngest;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -236,7 +237,14 @@ impl Ingest {
 
     /// Counts this request in the organization's window.
     async fn count_request(&self, organization_id: Uuid) -> Result<RateLimitHeaders, ApiError> {
-        let window = self.store.count_ingest(organization_id, 1, None).await?;
+        let window = self
+            .store
+            .count_ingest(CountIngest {
+                organization_id,
+                requests: 1,
+                now: None,
+            })
+            .await?;
         let limit = self.config.rate_limit_per_min;
         Ok(RateLimitHeaders {
             limit,

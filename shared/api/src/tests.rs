@@ -63,54 +63,43 @@ impl JobStore for Untouchable {
     ) -> Result<Vec<JobView>, StoreError> {
         touched("list")
     }
-    async fn claim(&self, _: u32, _: Now) -> Result<Vec<ClaimedJob>, StoreError> {
+    async fn claim(&self, _: Claim) -> Result<Vec<ClaimedJob>, StoreError> {
         touched("claim")
     }
-    async fn complete(&self, _: &[Completion], _: Now) -> Result<CompleteReport, StoreError> {
+    async fn complete(&self, _: Complete<'_>) -> Result<CompleteReport, StoreError> {
         touched("complete")
     }
     async fn complete_and_claim(
         &self,
-        _: &[Completion],
-        _: u32,
-        _: Now,
+        _: CompleteAndClaim<'_>,
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
         touched("complete_and_claim")
     }
-    async fn release(&self, _: &[(Uuid, Uuid)], _: Now) -> Result<Vec<Uuid>, StoreError> {
+    async fn release(&self, _: Release<'_>) -> Result<Vec<Uuid>, StoreError> {
         touched("release")
     }
-    async fn expire(&self, _: u32, _: Now) -> Result<u64, StoreError> {
+    async fn expire(&self, _: Expire) -> Result<u64, StoreError> {
         touched("expire")
     }
-    async fn sweep(
-        &self,
-        _: std::time::Duration,
-        _: u32,
-        _: Now,
-    ) -> Result<SweepReport, StoreError> {
+    async fn sweep(&self, _: Sweep) -> Result<SweepReport, StoreError> {
         touched("sweep")
     }
-    async fn prune_feedback(&self, _: u32, _: u32, _: Now) -> Result<u64, StoreError> {
+    async fn prune_feedback(&self, _: PruneFeedback) -> Result<u64, StoreError> {
         touched("prune_feedback")
     }
-    async fn add_history_days(&self, _: Now) -> Result<u32, StoreError> {
+    async fn add_history_days(&self, _: At) -> Result<u32, StoreError> {
         touched("add_history_days")
     }
-    async fn drop_history_days(
-        &self,
-        _: std::time::Duration,
-        _: Now,
-    ) -> Result<DroppedDays, StoreError> {
+    async fn drop_history_days(&self, _: DropHistoryDays) -> Result<DroppedDays, StoreError> {
         touched("drop_history_days")
     }
-    async fn count_ingest(&self, _: Uuid, _: u32, _: Now) -> Result<IngestWindow, StoreError> {
+    async fn count_ingest(&self, _: CountIngest) -> Result<IngestWindow, StoreError> {
         touched("count_ingest")
     }
-    async fn prune_rate_windows(&self, _: Now) -> Result<u64, StoreError> {
+    async fn prune_rate_windows(&self, _: At) -> Result<u64, StoreError> {
         touched("prune_rate_windows")
     }
-    async fn backlog_age(&self, _: Now) -> Result<f64, StoreError> {
+    async fn backlog_age(&self, _: At) -> Result<f64, StoreError> {
         touched("backlog_age")
     }
 }
@@ -140,17 +129,13 @@ impl SuppressionStore for Untouchable {
 
 #[async_trait]
 impl FeedbackStore for Untouchable {
-    async fn record_feedback(
-        &self,
-        _: &[notify_core::feedback::FeedbackEvent],
-        _: Now,
-    ) -> Result<FeedbackReport, StoreError> {
+    async fn record_feedback(&self, _: RecordFeedback<'_>) -> Result<FeedbackReport, StoreError> {
         touched("record_feedback")
     }
-    async fn apply_waiting_feedback(&self, _: Now) -> Result<FeedbackReport, StoreError> {
+    async fn apply_waiting_feedback(&self, _: At) -> Result<FeedbackReport, StoreError> {
         touched("apply_waiting_feedback")
     }
-    async fn drop_unmatched_feedback(&self, _: u32, _: u32, _: Now) -> Result<u64, StoreError> {
+    async fn drop_unmatched_feedback(&self, _: DropUnmatchedFeedback) -> Result<u64, StoreError> {
         touched("drop_unmatched_feedback")
     }
 }

@@ -66,6 +66,102 @@ impl From<StoreError> for lambda_runtime::Diagnostic {
 /// clock (what production passes); tests pass a time instead of ageing rows.
 pub type Now = Option<DateTime<Utc>>;
 
+/// The parameters of a port method that takes nothing but the time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct At {
+    pub now: Now,
+}
+
+impl At {
+    /// The database's own clock.
+    pub const SERVER: At = At { now: None };
+}
+
+/// [`JobStore::claim`]: up to `batch_size` jobs due at `now`.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim {
+    pub batch_size: u32,
+    pub now: Now,
+}
+
+/// [`JobStore::complete`]: a batch of attempt results.
+#[derive(Debug, Clone, Copy)]
+pub struct Complete<'a> {
+    pub completions: &'a [Completion],
+    pub now: Now,
+}
+
+/// [`JobStore::complete_and_claim`]: a batch of attempt results, and the claim of up to
+/// `next_batch` due jobs in the same transaction (0 claims none).
+#[derive(Debug, Clone, Copy)]
+pub struct CompleteAndClaim<'a> {
+    pub completions: &'a [Completion],
+    pub next_batch: u32,
+    pub now: Now,
+}
+
+/// [`JobStore::release`]: claimed jobs never handed to a provider, as (job id, claim token).
+#[derive(Debug, Clone, Copy)]
+pub struct Release<'a> {
+    pub claims: &'a [(Uuid, Uuid)],
+    pub now: Now,
+}
+
+/// [`JobStore::expire`]: up to `limit` waiting jobs past their expiry.
+#[derive(Debug, Clone, Copy)]
+pub struct Expire {
+    pub limit: u32,
+    pub now: Now,
+}
+
+/// [`JobStore::sweep`]: up to `limit` jobs in processing for longer than `stuck_after`.
+#[derive(Debug, Clone, Copy)]
+pub struct Sweep {
+    pub stuck_after: std::time::Duration,
+    pub limit: u32,
+    pub now: Now,
+}
+
+/// [`JobStore::prune_feedback`]: up to `limit` provider events received more than
+/// `older_than_days` ago.
+#[derive(Debug, Clone, Copy)]
+pub struct PruneFeedback {
+    pub older_than_days: u32,
+    pub limit: u32,
+    pub now: Now,
+}
+
+/// [`JobStore::drop_history_days`]: the days whose jobs all ended more than `keep` ago.
+#[derive(Debug, Clone, Copy)]
+pub struct DropHistoryDays {
+    pub keep: std::time::Duration,
+    pub now: Now,
+}
+
+/// [`JobStore::count_ingest`]: `requests` more ingest requests of the organization.
+#[derive(Debug, Clone, Copy)]
+pub struct CountIngest {
+    pub organization_id: Uuid,
+    pub requests: u32,
+    pub now: Now,
+}
+
+/// [`FeedbackStore::record_feedback`]: one invocation's provider events.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordFeedback<'a> {
+    pub events: &'a [crate::domain::feedback::FeedbackEvent],
+    pub now: Now,
+}
+
+/// [`FeedbackStore::drop_unmatched_feedback`]: up to `limit` events that waited more than
+/// `older_than_secs` for their attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct DropUnmatchedFeedback {
+    pub older_than_secs: u32,
+    pub limit: u32,
+    pub now: Now,
+}
+
 /// A validated request, ready to persist.
 #[derive(Debug, Clone)]
 pub struct NewJob {
@@ -353,23 +449,14 @@ pub trait FeedbackStore: Send + Sync {
     /// event whose attempt is known, among the jobs accepted in the days around these events
     /// ([`crate::domain::feedback::jobs_window`]); [`FeedbackStore::apply_waiting_feedback`] (the
     /// sweeper's, once a minute) applies the others.
-    async fn record_feedback(
-        &self,
-        events: &[crate::domain::feedback::FeedbackEvent],
-        now: Now,
-    ) -> Result<FeedbackReport, StoreError>;
+    async fn record_feedback(&self, p: RecordFeedback<'_>) -> Result<FeedbackReport, StoreError>;
 
     /// Applies waiting events whose attempt has been recorded since, whatever its job's day
     /// (`recorded` and `duplicates` stay empty).
-    async fn apply_waiting_feedback(&self, now: Now) -> Result<FeedbackReport, StoreError>;
+    async fn apply_waiting_feedback(&self, p: At) -> Result<FeedbackReport, StoreError>;
 
     /// Drops up to `limit` events that waited more than `older_than_secs` for their attempt.
-    async fn drop_unmatched_feedback(
-        &self,
-        older_than_secs: u32,
-        limit: u32,
-        now: Now,
-    ) -> Result<u64, StoreError>;
+    async fn drop_unmatched_feedback(&self, p: DropUnmatchedFeedback) -> Result<u64, StoreError>;
 }
 
 /// Everything the service keeps: jobs, the suppression list and provider feedback.
@@ -405,75 +492,50 @@ pub trait JobStore: Send + Sync {
     ) -> Result<Vec<JobView>, StoreError>;
 
     /// Claims up to `batch_size` jobs due at `now` in one committed statement.
-    async fn claim(&self, batch_size: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError>;
+    async fn claim(&self, p: Claim) -> Result<Vec<ClaimedJob>, StoreError>;
 
     /// Records and applies a batch of attempt results in one transaction.
-    async fn complete(
-        &self,
-        completions: &[Completion],
-        now: Now,
-    ) -> Result<CompleteReport, StoreError>;
+    async fn complete(&self, p: Complete<'_>) -> Result<CompleteReport, StoreError>;
 
     /// [`JobStore::complete`], and in the same transaction (one round trip, one commit) the
     /// claim of up to `next_batch` due jobs, as [`JobStore::claim`] would.
     async fn complete_and_claim(
         &self,
-        completions: &[Completion],
-        next_batch: u32,
-        now: Now,
+        p: CompleteAndClaim<'_>,
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError>;
 
     /// Gives back claimed jobs never handed to a provider (the worker stops early): due at
     /// once, attempt refunded, claim token cleared; only those still held under their token.
     /// Returns the ids released.
-    async fn release(&self, claims: &[(Uuid, Uuid)], now: Now) -> Result<Vec<Uuid>, StoreError>;
+    async fn release(&self, p: Release<'_>) -> Result<Vec<Uuid>, StoreError>;
 
     /// Marks up to `limit` waiting jobs past their expiry `expired`, each with a delivery row
     /// saying why; returns how many.
-    async fn expire(&self, limit: u32, now: Now) -> Result<u64, StoreError>;
+    async fn expire(&self, p: Expire) -> Result<u64, StoreError>;
 
     /// Requeues (or buries) up to `limit` jobs in processing for longer than `stuck_after`.
-    async fn sweep(
-        &self,
-        stuck_after: std::time::Duration,
-        limit: u32,
-        now: Now,
-    ) -> Result<SweepReport, StoreError>;
+    async fn sweep(&self, p: Sweep) -> Result<SweepReport, StoreError>;
 
     /// Deletes up to `limit` provider events received more than `older_than_days` ago;
     /// returns how many.
-    async fn prune_feedback(
-        &self,
-        older_than_days: u32,
-        limit: u32,
-        now: Now,
-    ) -> Result<u64, StoreError>;
+    async fn prune_feedback(&self, p: PruneFeedback) -> Result<u64, StoreError>;
 
     /// Creates the history's day partitions from yesterday to a week ahead that are missing;
     /// returns how many it created.
-    async fn add_history_days(&self, now: Now) -> Result<u32, StoreError>;
+    async fn add_history_days(&self, p: At) -> Result<u32, StoreError>;
 
     /// Drops the history of every day whose jobs all ended more than `keep` ago and none of
     /// which is open, each day whole with its idempotency keys.
-    async fn drop_history_days(
-        &self,
-        keep: std::time::Duration,
-        now: Now,
-    ) -> Result<DroppedDays, StoreError>;
+    async fn drop_history_days(&self, p: DropHistoryDays) -> Result<DroppedDays, StoreError>;
 
     /// Counts `requests` ingest requests of the organization in the current minute.
-    async fn count_ingest(
-        &self,
-        organization_id: Uuid,
-        requests: u32,
-        now: Now,
-    ) -> Result<IngestWindow, StoreError>;
+    async fn count_ingest(&self, p: CountIngest) -> Result<IngestWindow, StoreError>;
 
     /// Deletes rate-limit windows older than an hour.
-    async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError>;
+    async fn prune_rate_windows(&self, p: At) -> Result<u64, StoreError>;
 
     /// How long the oldest due job has waited, in seconds (0 when none is due).
-    async fn backlog_age(&self, now: Now) -> Result<f64, StoreError>;
+    async fn backlog_age(&self, p: At) -> Result<f64, StoreError>;
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! delivery, and a healthy worker's job is never swept. The sweep clears the claim token,
 //! so the lost worker's late completion is fenced.
 
+use crate::store::{At, DropHistoryDays, DropUnmatchedFeedback, Expire, PruneFeedback, Sweep};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -193,7 +194,7 @@ impl From<SweepFailed> for lambda_runtime::Diagnostic {
 pub async fn run_once(
     store: &dyn Store,
     config: &SweeperConfig,
-    now: Now,
+    At { now }: At,
 ) -> Result<SweepSummary, SweepFailed> {
     let started = Instant::now();
     let mut summary = SweepSummary::default();
@@ -208,7 +209,7 @@ pub async fn run_once(
     step(
         "add_history_days",
         store
-            .add_history_days(now)
+            .add_history_days(At { now })
             .await
             .map(|added| summary.history.added = added),
     );
@@ -216,13 +217,16 @@ pub async fn run_once(
     step(
         "expire",
         until_done(config.batch_size, &mut summary.expired, || {
-            store.expire(config.batch_size, now)
+            store.expire(Expire {
+                limit: config.batch_size,
+                now,
+            })
         })
         .await,
     );
     step(
         "prune_rate_windows",
-        store.prune_rate_windows(now).await.map(drop),
+        store.prune_rate_windows(At { now }).await.map(drop),
     );
     step(
         "settle_feedback",
@@ -232,7 +236,10 @@ pub async fn run_once(
         step(
             "drop_history_days",
             store
-                .drop_history_days(config.history_kept(), now)
+                .drop_history_days(DropHistoryDays {
+                    keep: config.history_kept(),
+                    now,
+                })
                 .await
                 .map(|dropped| {
                     summary.history.dropped = dropped.dropped;
@@ -242,7 +249,11 @@ pub async fn run_once(
         step(
             "prune_feedback",
             until_done(config.batch_size, &mut summary.feedback_pruned, || {
-                store.prune_feedback(config.retention_days, config.batch_size, now)
+                store.prune_feedback(PruneFeedback {
+                    older_than_days: config.retention_days,
+                    limit: config.batch_size,
+                    now,
+                })
             })
             .await,
         );
@@ -311,7 +322,11 @@ async fn sweep(
 ) -> Result<(), StoreError> {
     loop {
         let report = store
-            .sweep(config.stuck_after, config.batch_size, now)
+            .sweep(Sweep {
+                stuck_after: config.stuck_after,
+                limit: config.batch_size,
+                now,
+            })
             .await?;
         summary.requeued += report.requeued;
         summary.dead += report.dead;
@@ -329,14 +344,18 @@ async fn settle_feedback(
     now: Now,
     summary: &mut SweepSummary,
 ) -> Result<(), StoreError> {
-    summary.feedback_applied += store.apply_waiting_feedback(now).await?.applied;
+    summary.feedback_applied += store.apply_waiting_feedback(At { now }).await?.applied;
     let window = config
         .feedback_match_window
         .as_secs()
         .min(u64::from(u32::MAX)) as u32;
     let before = summary.feedback_dropped;
     until_done(config.batch_size, &mut summary.feedback_dropped, || {
-        store.drop_unmatched_feedback(window, config.batch_size, now)
+        store.drop_unmatched_feedback(DropUnmatchedFeedback {
+            older_than_secs: window,
+            limit: config.batch_size,
+            now,
+        })
     })
     .await?;
     let dropped = summary.feedback_dropped - before;

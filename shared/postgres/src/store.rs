@@ -15,9 +15,10 @@ use crate::db::DbConfig;
 use crate::migrate::MigrateError;
 use notify_core::domain::{Channel, JobStatus};
 use notify_core::store::{
-    ClaimedJob, CompleteReport, Completion, Decision, DeliveryView, DroppedDays, IngestWindow,
-    Inserted, JobStore, JobSummary, JobView, ListCursor, NewJob, Now, StoreError, SweepReport,
-    Transition,
+    At, Claim, ClaimedJob, Complete, CompleteAndClaim, CompleteReport, Completion, CountIngest,
+    Decision, DeliveryView, DropHistoryDays, DroppedDays, Expire, IngestWindow, Inserted, JobStore,
+    JobSummary, JobView, ListCursor, NewJob, PruneFeedback, Release, StoreError, Sweep,
+    SweepReport, Transition,
 };
 
 use crate::sql::{self, FromRow, Query};
@@ -679,7 +680,7 @@ impl JobStore for PgStore {
             .collect()
     }
 
-    async fn claim(&self, batch_size: u32, now: Now) -> Result<Vec<ClaimedJob>, StoreError> {
+    async fn claim(&self, Claim { batch_size, now }: Claim) -> Result<Vec<ClaimedJob>, StoreError> {
         let batch = i64::from(batch_size);
         let rows = match self.rate_limit_per_min {
             None => self.query(&sql::CLAIM, &[&batch, &now]).await?,
@@ -694,26 +695,48 @@ impl JobStore for PgStore {
 
     async fn complete(
         &self,
-        completions: &[Completion],
-        now: Now,
+        Complete { completions, now }: Complete<'_>,
     ) -> Result<CompleteReport, StoreError> {
         if completions.is_empty() {
             return Ok(CompleteReport::default());
         }
-        Ok(self.complete_and_claim(completions, 0, now).await?.0)
+        Ok(self
+            .complete_and_claim(CompleteAndClaim {
+                completions,
+                next_batch: 0,
+                now,
+            })
+            .await?
+            .0)
     }
 
     async fn complete_and_claim(
         &self,
-        completions: &[Completion],
-        next_batch: u32,
-        now: Now,
+        CompleteAndClaim {
+            completions,
+            next_batch,
+            now,
+        }: CompleteAndClaim<'_>,
     ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
         if self.rate_limit_per_min.is_some() && next_batch > 0 {
             // the fair claim cannot be nested in the completion statement (it writes in a
             // CTE of its own): complete, then claim
-            let report = self.complete_and_claim(completions, 0, now).await?.0;
-            return Ok((report, self.claim(next_batch, now).await?));
+            let report = self
+                .complete_and_claim(CompleteAndClaim {
+                    completions,
+                    next_batch: 0,
+                    now,
+                })
+                .await?
+                .0;
+            return Ok((
+                report,
+                self.claim(Claim {
+                    batch_size: next_batch,
+                    now,
+                })
+                .await?,
+            ));
         }
         let columns = Columns::of(completions);
         let rows = self
@@ -767,7 +790,7 @@ impl JobStore for PgStore {
         Ok((report, claimed))
     }
 
-    async fn release(&self, claims: &[(Uuid, Uuid)], now: Now) -> Result<Vec<Uuid>, StoreError> {
+    async fn release(&self, Release { claims, now }: Release<'_>) -> Result<Vec<Uuid>, StoreError> {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
@@ -777,7 +800,7 @@ impl JobStore for PgStore {
         Ok(rows.into_iter().map(|row| row.id).collect())
     }
 
-    async fn expire(&self, limit: u32, now: Now) -> Result<u64, StoreError> {
+    async fn expire(&self, Expire { limit, now }: Expire) -> Result<u64, StoreError> {
         let row = self
             .query_one(&sql::EXPIRE, &[&i64::from(limit), &now])
             .await?;
@@ -786,9 +809,11 @@ impl JobStore for PgStore {
 
     async fn sweep(
         &self,
-        stuck_after: Duration,
-        limit: u32,
-        now: Now,
+        Sweep {
+            stuck_after,
+            limit,
+            now,
+        }: Sweep,
     ) -> Result<SweepReport, StoreError> {
         let row = self
             .query_one(
@@ -804,9 +829,11 @@ impl JobStore for PgStore {
 
     async fn prune_feedback(
         &self,
-        older_than_days: u32,
-        limit: u32,
-        now: Now,
+        PruneFeedback {
+            older_than_days,
+            limit,
+            now,
+        }: PruneFeedback,
     ) -> Result<u64, StoreError> {
         let days = i32::try_from(older_than_days).unwrap_or(i32::MAX);
         let row = self
@@ -815,12 +842,15 @@ impl JobStore for PgStore {
         Ok(row.pruned.max(0) as u64)
     }
 
-    async fn add_history_days(&self, now: Now) -> Result<u32, StoreError> {
+    async fn add_history_days(&self, At { now }: At) -> Result<u32, StoreError> {
         let row = self.query_one(&sql::ADD_HISTORY_DAYS, &[&now]).await?;
         Ok(row.added.max(0) as u32)
     }
 
-    async fn drop_history_days(&self, keep: Duration, now: Now) -> Result<DroppedDays, StoreError> {
+    async fn drop_history_days(
+        &self,
+        DropHistoryDays { keep, now }: DropHistoryDays,
+    ) -> Result<DroppedDays, StoreError> {
         let row = self
             .query_one(&sql::DROP_HISTORY_DAYS, &[&now, &keep.as_secs_f64()])
             .await?;
@@ -832,9 +862,11 @@ impl JobStore for PgStore {
 
     async fn count_ingest(
         &self,
-        organization_id: Uuid,
-        requests: u32,
-        now: Now,
+        CountIngest {
+            organization_id,
+            requests,
+            now,
+        }: CountIngest,
     ) -> Result<IngestWindow, StoreError> {
         let requests = i32::try_from(requests).unwrap_or(i32::MAX);
         let row = self
@@ -846,11 +878,11 @@ impl JobStore for PgStore {
         })
     }
 
-    async fn prune_rate_windows(&self, now: Now) -> Result<u64, StoreError> {
+    async fn prune_rate_windows(&self, At { now }: At) -> Result<u64, StoreError> {
         self.execute(&sql::PRUNE_COUNTERS, &[&now]).await
     }
 
-    async fn backlog_age(&self, now: Now) -> Result<f64, StoreError> {
+    async fn backlog_age(&self, At { now }: At) -> Result<f64, StoreError> {
         let row = self.query_one(&sql::BACKLOG_AGE, &[&now]).await?;
         Ok(row.age.max(0.0))
     }

@@ -49,7 +49,12 @@ pub async fn handle(
     for bad in &parsed.malformed {
         tracing::warn!(at = %bad.at, reason = %bad.reason, "malformed feedback record skipped");
     }
-    let report = store.record_feedback(&parsed.events, None).await?;
+    let report = store
+        .record_feedback(crate::store::RecordFeedback {
+            events: &parsed.events,
+            now: None,
+        })
+        .await?;
     let summary = FeedbackSummary {
         events: parsed.events.len() as u64,
         malformed: parsed.malformed.len() as u64,

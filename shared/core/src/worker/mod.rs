@@ -9,6 +9,7 @@
 mod decide;
 mod metrics;
 
+use crate::store::{At, Claim, CompleteAndClaim, Release};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -199,7 +200,7 @@ async fn backlog_age(store: &dyn JobStore) -> Option<f64> {
     if !metrics::backlog_due(&LAST, Instant::now()) {
         return None;
     }
-    match store.backlog_age(None).await {
+    match store.backlog_age(At { now: None }).await {
         Ok(age) => Some(age),
         Err(err) => {
             tracing::warn!(error = %crate::error::report(&err), "cannot measure the backlog's age");
@@ -233,7 +234,12 @@ async fn work(
                 );
                 break;
             };
-            let batch = store.claim(size, None).await?;
+            let batch = store
+                .claim(Claim {
+                    batch_size: size,
+                    now: None,
+                })
+                .await?;
             if batch.is_empty() {
                 let now = Instant::now();
                 if cfg.poll.is_zero() || now >= poll_until {
@@ -469,14 +475,27 @@ async fn record(
     completions: &[Completion],
     next_size: u32,
 ) -> Result<(CompleteReport, Vec<ClaimedJob>), StoreError> {
-    match store.complete_and_claim(completions, next_size, None).await {
+    match store
+        .complete_and_claim(CompleteAndClaim {
+            completions,
+            next_batch: next_size,
+            now: None,
+        })
+        .await
+    {
         Ok(done) => Ok(done),
         Err(first) => {
             tracing::warn!(
                 error = %crate::error::report(&first),
                 "recording results failed; trying once more"
             );
-            store.complete_and_claim(completions, 0, None).await
+            store
+                .complete_and_claim(CompleteAndClaim {
+                    completions,
+                    next_batch: 0,
+                    now: None,
+                })
+                .await
         }
     }
 }
@@ -489,7 +508,13 @@ async fn release_untried(store: &dyn JobStore, batch: &[ClaimedJob], handed: &[A
         .filter(|(_, handed)| !handed.load(Ordering::SeqCst))
         .map(|(job, _)| (job.id, job.claim_token))
         .collect();
-    match store.release(&untried, None).await {
+    match store
+        .release(Release {
+            claims: &untried,
+            now: None,
+        })
+        .await
+    {
         Ok(released) => {
             tracing::warn!(
                 released = released.len(),

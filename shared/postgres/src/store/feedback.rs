@@ -7,10 +7,10 @@ use uuid::Uuid;
 
 use super::PgStore;
 use crate::sql;
-use notify_core::domain::feedback::{jobs_window, FeedbackEvent};
+use notify_core::domain::feedback::jobs_window;
 use notify_core::store::{
-    FeedbackReport, FeedbackStore, Now, StoreError, Suppression, SuppressionStore,
-    ON_ACCOUNT_SUPPRESSION_LIST,
+    At, DropUnmatchedFeedback, FeedbackReport, FeedbackStore, Now, RecordFeedback, StoreError,
+    Suppression, SuppressionStore, ON_ACCOUNT_SUPPRESSION_LIST,
 };
 
 fn suppression(row: sql::SuppressionRow) -> Suppression {
@@ -74,8 +74,7 @@ impl SuppressionStore for PgStore {
 impl FeedbackStore for PgStore {
     async fn record_feedback(
         &self,
-        events: &[FeedbackEvent],
-        now: Now,
+        RecordFeedback { events, now }: RecordFeedback<'_>,
     ) -> Result<FeedbackReport, StoreError> {
         let mut report = FeedbackReport::default();
         if !events.is_empty() {
@@ -133,15 +132,17 @@ impl FeedbackStore for PgStore {
         })
     }
 
-    async fn apply_waiting_feedback(&self, now: Now) -> Result<FeedbackReport, StoreError> {
+    async fn apply_waiting_feedback(&self, At { now }: At) -> Result<FeedbackReport, StoreError> {
         self.apply_feedback(None, now).await
     }
 
     async fn drop_unmatched_feedback(
         &self,
-        older_than_secs: u32,
-        limit: u32,
-        now: Now,
+        DropUnmatchedFeedback {
+            older_than_secs,
+            limit,
+            now,
+        }: DropUnmatchedFeedback,
     ) -> Result<u64, StoreError> {
         let secs = f64::from(older_than_secs);
         let limit = i64::from(limit);
