@@ -198,7 +198,7 @@ pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples>
             .map(|job| Completion {
                 job_id: job.id,
                 claim_token: job.claim_token,
-                attempt: job.attempt,
+                call: job.call,
                 channel: job.channel,
                 decision: Decision::Sent,
                 provider_message_id: Some(job.id.to_string()),

@@ -42,7 +42,7 @@ impl Deliverer for Fake {
             .cloned()
             .unwrap_or_default();
         let step = script
-            .get(job.tries as usize - 1)
+            .get(job.call as usize - 1)
             .or(script.last())
             .and_then(Value::as_str)
             .unwrap_or("ok")
@@ -55,7 +55,7 @@ impl Deliverer for Fake {
             "fence" => integration_tests::factory::steal_claim(&self.db, job.id).await,
             code => return Err(DeliveryError::new(code, format!("injected {code}"))),
         }
-        Ok(format!("fake-{}-{}", job.id, job.tries))
+        Ok(format!("fake-{}-{}", job.id, job.call))
     }
 }
 

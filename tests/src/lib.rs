@@ -319,7 +319,7 @@ pub fn completion(
     notify_core::store::Completion {
         job_id: job.id,
         claim_token: job.claim_token,
-        attempt: job.tries,
+        call: job.call,
         channel: job.channel,
         decision,
         provider_message_id: provider_message_id.map(str::to_owned),

@@ -216,11 +216,13 @@ pub struct ClaimedJob {
     /// The attempts spent with this one (1 for the first), already counted in the job; the
     /// budget [`ClaimedJob::max_attempts`] is compared with it. An attempt given back
     /// (account trouble, an outage, a claim never tried) is counted again by the next claim.
+    /// An attempt counts against the budget; a call ([`ClaimedJob::call`]) is every provider
+    /// call, given back or not.
     pub attempt: i32,
     pub max_attempts: i32,
     /// The how-manieth provider call this is (refunds never lower it): numbers the delivery
-    /// row, so every call keeps a row of its own.
-    pub tries: i32,
+    /// row, so every call keeps a row of its own (the queue's `tries` column).
+    pub call: i32,
     pub claim_token: Uuid,
     pub claimed_at: DateTime<Utc>,
     /// When the job was accepted: the day of its history partitions, where its attempt rows
@@ -266,8 +268,8 @@ impl Decision {
 pub struct Completion {
     pub job_id: Uuid,
     pub claim_token: Uuid,
-    /// The delivery row's number: the claimed job's [`ClaimedJob::tries`].
-    pub attempt: i32,
+    /// The delivery row's number: the claimed job's [`ClaimedJob::call`].
+    pub call: i32,
     pub channel: Channel,
     pub decision: Decision,
     pub provider_message_id: Option<String>,

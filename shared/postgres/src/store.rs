@@ -124,7 +124,7 @@ impl PgStore {
                 &sql::RECORD_LATE,
                 &[
                     &columns.ids,
-                    &columns.attempts,
+                    &columns.calls,
                     &columns.outcomes,
                     &columns.providers,
                     &columns.message_ids,
@@ -413,7 +413,7 @@ fn claimed_job(row: sql::ClaimRow) -> Result<ClaimedJob, StoreError> {
         payload: row.payload,
         attempt: row.attempts,
         max_attempts: row.max_attempts,
-        tries: row.tries,
+        call: row.tries,
         claim_token: row.claim_token,
         claimed_at: row.claimed_at,
         created_at: row.created_at,
@@ -439,7 +439,7 @@ fn summary(
 struct Columns<'a> {
     ids: Vec<Uuid>,
     tokens: Vec<Uuid>,
-    attempts: Vec<i32>,
+    calls: Vec<i32>,
     outcomes: Vec<&'static str>,
     retry_at: Vec<Option<DateTime<Utc>>>,
     providers: Vec<&'static str>,
@@ -457,7 +457,7 @@ impl<'a> Columns<'a> {
         for c in completions {
             columns.ids.push(c.job_id);
             columns.tokens.push(c.claim_token);
-            columns.attempts.push(c.attempt);
+            columns.calls.push(c.call);
             columns.outcomes.push(c.decision.as_str());
             columns.retry_at.push(match c.decision {
                 Decision::Retry { at } | Decision::Hold { at } => Some(at),
@@ -747,7 +747,7 @@ impl JobStore for PgStore {
                     &now,
                     &columns.ids,
                     &columns.tokens,
-                    &columns.attempts,
+                    &columns.calls,
                     &columns.outcomes,
                     &columns.retry_at,
                     &columns.providers,

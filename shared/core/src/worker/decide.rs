@@ -30,20 +30,20 @@ pub fn backoff(attempt: i32, rng: &mut impl Rng) -> Duration {
 }
 
 /// The decision for one attempt, made at `now`. `attempt` is the budget spent with this
-/// attempt, `tries` the provider calls so far (this one included):
+/// attempt, `call` the provider calls so far (this one included):
 /// - delivered → [`Decision::Sent`];
 /// - a permanent error → [`Decision::Dead`] at once;
 /// - account or configuration trouble → [`Decision::Hold`] for [`MAX_BACKOFF`]: the attempt
 ///   is given back, a person must act, and the message is not lost meanwhile;
 /// - an outage ([`crate::delivery::classify::is_outage`]) → [`Decision::Hold`] after
-///   [`backoff`] by `tries` (capped): not the message's fault either, however long it lasts;
+///   [`backoff`] by `call`, the provider calls made (capped): not the message's fault either, however long it lasts;
 /// - any other transient error (an unknown code, a panic) → retry after [`backoff`] by
 ///   `attempt`, or `Dead` when this was the last allowed attempt.
 ///
 /// Held jobs are bounded by their expiry, not by their budget.
 pub fn decide(
     attempt: i32,
-    tries: i32,
+    call: i32,
     max_attempts: i32,
     result: &Result<String, DeliveryError>,
     now: DateTime<Utc>,
@@ -62,7 +62,7 @@ pub fn decide(
         },
         ErrorClass::Transient if crate::delivery::classify::is_outage(&err.code) => {
             Decision::Hold {
-                at: after(backoff(tries, rng)),
+                at: after(backoff(call, rng)),
             }
         }
         ErrorClass::Transient if attempt >= max_attempts => Decision::Dead,
@@ -154,7 +154,7 @@ mod tests {
             chrono::Duration::minutes(4)
         ));
 
-        // an outage never spends the budget, even on the last attempt; backoff by tries
+        // an outage never spends the budget, even on the last attempt; backoff by calls
         for code in ["Throttling", "Timeout", "Http5xx", "DispatchFailure"] {
             let Decision::Hold { at } = decide(5, 1, 5, &err(code), now, rng) else {
                 panic!("{code}: an outage holds the job");

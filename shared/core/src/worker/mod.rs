@@ -569,7 +569,7 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
             let job = batch.get(i)?;
             let decision = decide(
                 job.attempt,
-                job.tries,
+                job.call,
                 job.max_attempts,
                 &attempt.result,
                 now,
@@ -593,7 +593,7 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
             Some(Completion {
                 job_id: job.id,
                 claim_token: job.claim_token,
-                attempt: job.tries,
+                call: job.call,
                 channel: job.channel,
                 decision,
                 provider_message_id,
