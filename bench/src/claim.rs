@@ -5,11 +5,10 @@
 //! connection drains the queue with `JobStore::claim` (timed: one round trip, commit
 //! included) and completes each batch with `JobStore::complete` (timed apart).
 
-use notify_core::store::{Claim, Complete};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use notify_core::store::{Completion, Decision, JobStore};
+use notify_core::store::{Claim, Complete, Completion, Decision, JobStore};
 use serde::Serialize;
 
 use crate::db::{Bench, HISTORY_DB, ORG};

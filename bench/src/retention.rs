@@ -19,11 +19,10 @@
 //! beside it (in production, RETENTION_DAYS of them) its passes over the two indexes read
 //! theirs too.
 
-use notify_core::store::DropHistoryDays;
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
-use notify_core::store::JobStore;
+use notify_core::store::{DropHistoryDays, JobStore};
 use notify_core::sweeper::SweeperConfig;
 use serde::Serialize;
 

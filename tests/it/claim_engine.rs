@@ -1,7 +1,6 @@
 //! The claim engine against a real PostgreSQL: no job claimed twice, none missed,
 //! fencing of stale completions, and what plain FOR UPDATE would do instead.
 
-use notify_core::store::{At, Claim, Complete, CompleteAndClaim};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -9,7 +8,7 @@ use chrono::Utc;
 use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
 use notify_core::domain::{Channel, JobStatus};
-use notify_core::store::{Completion, Decision, JobStore};
+use notify_core::store::{At, Claim, Complete, CompleteAndClaim, Completion, Decision, JobStore};
 use notify_postgres::sql;
 use tokio_postgres::Client;
 use uuid::Uuid;

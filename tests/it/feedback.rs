@@ -3,7 +3,6 @@
 //! event records inside SNS records, SNS SMS delivery-status lines inside a gzip+base64
 //! CloudWatch Logs event) naming the message ids the worker recorded.
 
-use notify_core::store::{At, Claim, Complete, RecordFeedback};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,9 @@ use integration_tests::{completion, TestDb};
 use notify_core::delivery::DeliveryConfig;
 use notify_core::domain::Channel;
 use notify_core::feedback::{self, events};
-use notify_core::store::{Decision, FeedbackStore, JobStore, SuppressionStore};
+use notify_core::store::{
+    At, Claim, Complete, Decision, FeedbackStore, JobStore, RecordFeedback, SuppressionStore,
+};
 use notify_core::sweeper::{self, SweeperConfig};
 use notify_core::worker::{self, WorkerConfig};
 use notify_delivery::aws_deliverer;

@@ -15,7 +15,6 @@
 //! `ONLINE_MIGRATION_FINISHED` sets the number of finished jobs already there (default
 //! 200,000). The figures are printed (`-- --nocapture`).
 
-use notify_core::store::{Claim, Complete};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,7 +24,7 @@ use integration_tests::factory::Job;
 use integration_tests::release_1_0;
 use integration_tests::TestDb;
 use notify_core::domain::JobStatus;
-use notify_core::store::{Decision, JobStore};
+use notify_core::store::{Claim, Complete, Decision, JobStore};
 use notify_postgres::migrate;
 use notify_postgres::PgStore;
 use tokio::sync::Mutex;

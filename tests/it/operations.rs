@@ -1,6 +1,5 @@
 //! Cancel, requeue and listing through the ingest handler, against a real PostgreSQL.
 
-use notify_core::store::{Claim, Complete};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -13,7 +12,7 @@ use serde_json::{json, Value};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;
-use notify_core::store::{Decision, JobStore};
+use notify_core::store::{Claim, Complete, Decision, JobStore};
 use uuid::Uuid;
 
 async fn service(db: &TestDb) -> Ingest {

@@ -1,7 +1,6 @@
 //! Per-organization rate limits: enforced at claim time (fair across tenants, exact under
 //! concurrent claimers) and at ingest (429 with RateLimit-* headers).
 
-use notify_core::store::{At, Claim};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -12,7 +11,9 @@ use serde_json::json;
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;
-use notify_core::store::JobStore;
+use notify_core::domain::Channel;
+use notify_core::store::{At, Claim, JobStore};
+use notify_postgres::testing::TestJob;
 use notify_postgres::PgStore;
 use tokio_postgres::Client;
 use uuid::Uuid;
@@ -33,16 +34,21 @@ async fn clear_of_minute_end(client: &Client) {
 }
 
 async fn add_jobs(client: &Client, org: Uuid, n: i64, age_secs: f64) {
-    let sql = integration_tests::insert_jobs_statement(
-        "SELECT $1::uuid AS organization_id, 'sms' AS channel,
-                jsonb_build_object('to', '+15555550100', 'message', 'm') AS payload,
-                5 AS max_attempts,
-                now() - make_interval(secs => $3) + g * interval '1 microsecond'
-                    AS next_attempt_at,
-                g AS n
-         FROM generate_series(1, $2::bigint) AS g",
-    );
-    client.execute(&sql, &[&org, &n, &age_secs]).await.unwrap();
+    let start = chrono::Utc::now() - chrono::TimeDelta::microseconds((age_secs * 1e6) as i64);
+    let jobs: Vec<TestJob> = (1..=n)
+        .map(|g| TestJob {
+            // due in this order, a microsecond apart
+            next_attempt_at: start + chrono::TimeDelta::microseconds(g),
+            ..TestJob::due(
+                org,
+                Channel::Sms,
+                json!({"to": "+15555550100", "message": "m"}),
+            )
+        })
+        .collect();
+    notify_postgres::testing::insert_jobs(client, &jobs)
+        .await
+        .unwrap();
 }
 
 async fn limited_store(db: &TestDb, per_minute: u32) -> PgStore {

@@ -21,6 +21,7 @@ use std::time::Duration;
 use integration_tests::readme::{self, Bindings, Example};
 use integration_tests::watch::{self, Watch};
 use integration_tests::TestDb;
+use notify_core::domain::{Channel, JobStatus};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -296,28 +297,18 @@ async fn the_readme_local_commands_answer_as_shown() {
         if k >= Kind::Read && !seeded {
             // the dead job the listing shows, as a worker would have left it: its request and
             // its outcome row
-            db.client()
-                .await
-                .execute(
-                    &format!(
-                        "WITH job AS (
-                             INSERT INTO job_requests (id, organization_id, created_at, channel,
-                                                       payload, max_attempts, send_at)
-                             VALUES ({id}, $1, now(), 'sms',
-                                     jsonb_build_object('to', $2::text, 'message', 'hi'), 5, now())
-                             RETURNING id, organization_id, created_at, max_attempts, send_at
-                         )
-                         INSERT INTO job_outcomes (job_id, organization_id, created_at, status,
-                                                   attempts, max_attempts, tries,
-                                                   next_attempt_at, last_error, updated_at)
-                         SELECT id, organization_id, created_at, 'dead', 1, max_attempts, 1,
-                                send_at,
-                                'InvalidParameter: the provider refused the number', now()
-                         FROM job",
-                        id = integration_tests::factory::v7_id("now()")
-                    ),
-                    &[&org, &DEAD_TO],
+            let dead = notify_postgres::testing::TestJob {
+                status: JobStatus::Dead,
+                attempts: 1,
+                next_attempt_at: chrono::Utc::now(),
+                last_error: Some("InvalidParameter: the provider refused the number".into()),
+                ..notify_postgres::testing::TestJob::due(
+                    org,
+                    Channel::Sms,
+                    serde_json::json!({"to": DEAD_TO, "message": "hi"}),
                 )
+            };
+            notify_postgres::testing::insert_jobs(&db.client().await, &[dead])
                 .await
                 .expect("seed a dead job");
             seeded = true;

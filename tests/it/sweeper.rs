@@ -3,8 +3,9 @@
 use integration_tests::factory::Job;
 use integration_tests::{insert_due_jobs, TestDb};
 use notify_core::domain::JobStatus;
-use notify_core::store::{At, Claim, Complete, DropHistoryDays};
-use notify_core::store::{ClaimedJob, Completion, Decision, JobStore};
+use notify_core::store::{
+    At, Claim, ClaimedJob, Complete, Completion, Decision, DropHistoryDays, JobStore,
+};
 use notify_core::sweeper::{run_once, SweeperConfig};
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -680,26 +681,11 @@ async fn partitions_planned(
 async fn a_lookup_by_id_plans_only_the_partitions_of_its_day() {
     let (db, client) = forty_days_ahead().await;
     let org = Uuid::new_v4();
-    let v7 = Uuid::now_v7();
-    client
-        .execute(
-            "INSERT INTO job_requests (id, organization_id, created_at, channel, payload,
-                                       max_attempts, send_at)
-             VALUES ($1, $2, now(), 'sms', '{\"to\": \"+15555550100\"}', 5, now())",
-            &[&v7, &org],
-        )
-        .await
-        .unwrap();
-    client
-        .execute(
-            "INSERT INTO job_outcomes (job_id, organization_id, created_at, status, attempts,
-                                       max_attempts, tries, next_attempt_at, updated_at)
-             SELECT id, organization_id, created_at, 'cancelled', 0, 5, 0, now(), now()
-             FROM job_requests",
-            &[],
-        )
-        .await
-        .unwrap();
+    let v7 = Job::new()
+        .org(org)
+        .status(JobStatus::Cancelled)
+        .insert(&client)
+        .await;
     let params: [&(dyn ToSql + Sync); 2] = [&v7, &org];
     // GET and the status check: the requests and the outcome rows of the id's day
     let statements = [

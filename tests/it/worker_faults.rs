@@ -5,10 +5,6 @@
 //! entry repeats): `"ok"`, `"hang"`, `"slow"` (700 ms, then ok), `"panic"`, `"fence"` (the job
 //! is swept and claimed again during the call, then ok), or an error code to fail with.
 
-use notify_core::store::{
-    At, Claim, Complete, CompleteAndClaim, CountIngest, DropHistoryDays, Expire, PruneFeedback,
-    Release, Sweep,
-};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -19,8 +15,9 @@ use integration_tests::TestDb;
 use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use notify_core::domain::Channel;
 use notify_core::store::{
-    ClaimedJob, CompleteReport, DroppedDays, IngestWindow, Inserted, JobView, ListCursor, NewJob,
-    StoreError, SweepReport, Transition,
+    At, Claim, ClaimedJob, Complete, CompleteAndClaim, CompleteReport, CountIngest,
+    DropHistoryDays, DroppedDays, Expire, IngestWindow, Inserted, JobView, ListCursor, NewJob,
+    PruneFeedback, Release, StoreError, Sweep, SweepReport, Transition,
 };
 use notify_core::worker::{self, WorkerConfig, WorkerSummary};
 use serde_json::{json, Value};

@@ -1,4 +1,5 @@
-//! One call inserts a job in any state, as River's `testfactory.Job` does: status, attempts,
+//! One call inserts a job in any state, as River's `testfactory.Job` does, through the
+//! store's statements for tests (`notify_postgres::testing`): status, attempts,
 //! budget, organization, due in (or ago), claimed so long ago, created or updated so long ago.
 //! Tests arrange rows with it instead of rewriting them with ad-hoc UPDATEs; together with the
 //! store's `now` parameter, time in a test is set, never waited for.
@@ -7,7 +8,10 @@
 //! let id = Job::new().status(JobStatus::Failed).attempts(2).due_in(-1).insert(&client).await;
 //! ```
 
-use notify_core::domain::JobStatus;
+use chrono::{TimeDelta, Utc};
+use notify_core::domain::{Channel, JobStatus};
+use notify_postgres::testing::{self, TestJob};
+use serde_json::json;
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -123,134 +127,82 @@ impl Job {
         self.insert_many(client, 1).await[0]
     }
 
+    /// `n` such jobs (each its own recipient), created a microsecond apart in this order.
+    pub fn jobs(&self, n: i64) -> Vec<TestJob> {
+        let now = Utc::now();
+        let secs = |s: f64| TimeDelta::microseconds((s * 1e6) as i64);
+        (1..=n)
+            .map(|g| {
+                let (channel, payload) = match self.channel {
+                    "sms" => (
+                        Channel::Sms,
+                        json!({"to": format!("+1555{g:07}"), "message": "hi"}),
+                    ),
+                    _ => (
+                        Channel::Email,
+                        json!({"to": format!("user{g}@example.com"), "subject": "Hi", "text": "hi"}),
+                    ),
+                };
+                TestJob {
+                    organization_id: if self.own_organizations {
+                        Uuid::new_v4()
+                    } else {
+                        self.organization_id
+                    },
+                    channel,
+                    payload,
+                    status: self.status,
+                    attempts: self.attempts,
+                    max_attempts: self.max_attempts,
+                    next_attempt_at: now + secs(self.due_in_secs),
+                    claimed_at: self.claimed_secs_ago.map(|ago| now - secs(ago)),
+                    created_at: now - secs(self.created_secs_ago) + TimeDelta::microseconds(g),
+                    updated_at: now - secs(self.updated_secs_ago),
+                    expires_at: self.expires_in_secs.map(|s| now + secs(s)),
+                    last_error: None,
+                }
+            })
+            .collect()
+    }
+
     /// Inserts `n` such jobs (each its own recipient); their ids, in insertion order.
     pub async fn insert_many(&self, client: &Client, n: i64) -> Vec<Uuid> {
-        let payload = match self.channel {
-            "sms" => "jsonb_build_object('to', '+1555' || lpad(g::text, 7, '0'), 'message', 'hi')",
-            _ => "jsonb_build_object('to', 'user' || g || '@example.com', 'subject', 'Hi', 'text', 'hi')",
-        };
-        // The request in job_requests as ingest writes it, and where the job stands as the
-        // worker leaves it: an open job (pending, failed or processing) its queue row, an
-        // ended one its outcome row. Ids are UUIDv7s of the job's creation time, as ingest
-        // makes them (a lookup by id reads the days around the id's time).
-        // the day's partitions first, as the sweeper would have made them on that day
-        client
-            .execute(
-                "SELECT history_add_days(((now() - make_interval(secs => $1)) AT TIME ZONE 'UTC')::date, 1)",
-                &[&self.created_secs_ago],
-            )
-            .await
-            .expect("make the day's partitions");
-        let sql = format!(
-            "WITH jobs AS (
-                 INSERT INTO job_requests
-                     (id, organization_id, channel, payload, max_attempts, send_at,
-                      created_at, expires_at)
-                 SELECT {V7_ID}, CASE WHEN $11 THEN gen_random_uuid() ELSE $1 END, $2,
-                        {payload}, $5, now() + make_interval(secs => $6), t.created_at,
-                        now() + make_interval(secs => $12)
-                 FROM generate_series(1, $10::bigint) AS g,
-                      LATERAL (SELECT now() - make_interval(secs => $8)
-                                      + g * interval '1 microsecond' AS created_at) AS t
-                 ORDER BY g
-                 RETURNING id, organization_id, channel, payload, send_at, expires_at,
-                           max_attempts, created_at
-             ),
-             queued AS (
-                 INSERT INTO job_queue
-                     (id, organization_id, channel, payload, next_attempt_at, expires_at,
-                      attempts, max_attempts, tries, claim_token, claimed_at, created_at,
-                      updated_at, last_error)
-                 SELECT id, organization_id, channel, payload, send_at, expires_at,
-                        $4, max_attempts, $4,
-                        CASE WHEN $7::float8 IS NULL THEN NULL ELSE gen_random_uuid() END,
-                        now() - make_interval(secs => $7), created_at,
-                        now() - make_interval(secs => $9),
-                        -- job_states: a job whose last attempt failed is `failed`
-                        CASE WHEN $3 = 'failed' THEN 'Throttling: factory' END
-                 FROM jobs
-                 WHERE $3 IN ('pending', 'failed', 'processing')
-             ),
-             ended AS (
-                 INSERT INTO job_outcomes
-                     (job_id, organization_id, created_at, status, attempts, max_attempts,
-                      tries, next_attempt_at, updated_at)
-                 SELECT id, organization_id, created_at, $3::text::job_status, $4,
-                        max_attempts, $4, send_at, now() - make_interval(secs => $9)
-                 FROM jobs
-                 WHERE $3 NOT IN ('pending', 'failed', 'processing')
-             )
-             SELECT id FROM jobs ORDER BY created_at",
-            V7_ID = v7_id("t.created_at"),
-        );
-        client
-            .query(
-                &sql,
-                &[
-                    &self.organization_id,
-                    &self.channel,
-                    &self.status.as_str(),
-                    &self.attempts,
-                    &self.max_attempts,
-                    &self.due_in_secs,
-                    &self.claimed_secs_ago,
-                    &self.created_secs_ago,
-                    &self.updated_secs_ago,
-                    &n,
-                    &self.own_organizations,
-                    &self.expires_in_secs,
-                ],
-            )
+        testing::insert_jobs(client, &self.jobs(n))
             .await
             .unwrap_or_else(|e| panic!("factory insert {self:?}: {e:?}"))
-            .iter()
-            .map(|row| row.get(0))
-            .collect()
     }
 }
 
 /// A worker's claim taken over, as when its job was swept and claimed again by another
 /// invocation: a fresh claim token, so the first holder's completion is fenced.
 pub async fn steal_claim(client: &Client, id: Uuid) {
-    client
-        .execute(
-            "UPDATE job_queue SET claim_token = gen_random_uuid(), claimed_at = now()
-             WHERE id = $1",
-            &[&id],
-        )
-        .await
-        .expect("take the claim over");
+    assert!(
+        testing::steal_claim(client, id)
+            .await
+            .expect("take the claim over"),
+        "{id} is not queued"
+    );
 }
 
 /// Makes every `failed` job due now (the fault suite's "the provider is back": skip the
 /// backoff); how many.
 pub async fn make_retries_due(client: &Client) -> u64 {
-    client
-        .execute(
-            "UPDATE job_queue SET next_attempt_at = now()
-             WHERE last_error IS NOT NULL AND claim_token IS NULL AND next_attempt_at > now()",
+    let waiting: Vec<Uuid> = client
+        .query(
+            "SELECT id FROM job_states WHERE status = 'failed' AND next_attempt_at > now()",
             &[],
         )
         .await
-        .expect("move next_attempt_at back")
+        .expect("the failed jobs")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    make_due_now(client, &waiting).await
 }
 
 /// Makes the given jobs due now (skip a backoff).
 pub async fn make_due_now(client: &Client, ids: &[Uuid]) -> u64 {
-    client
-        .execute(
-            "UPDATE job_queue SET next_attempt_at = now() WHERE id = ANY($1)",
-            &[&ids],
-        )
+    testing::make_due(client, ids, Utc::now())
         .await
         .expect("make jobs due")
-}
-
-/// A SQL expression for a UUIDv7 made at the time `at` (an SQL expression of type
-/// timestamptz), as ingest makes job ids: the time's milliseconds, then random bits.
-pub fn v7_id(at: &str) -> String {
-    format!(
-        "(lpad(to_hex(floor(extract(epoch FROM {at}) * 1000)::bigint), 12, '0') || '7' \
-          || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid"
-    )
 }

@@ -236,34 +236,6 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
         .get(0)
 }
 
-/// A statement inserting jobs as ingest does (a request and a queue row each, with UUIDv7
-/// ids of their creation time) from `rows`: a query of `organization_id uuid, channel text,
-/// payload jsonb, max_attempts int, next_attempt_at timestamptz, n bigint` (`n` orders them:
-/// each is created a microsecond after the one before). It returns `id, payload` in order.
-pub fn insert_jobs_statement(rows: &str) -> String {
-    format!(
-        "WITH input AS ({rows}),
-         jobs AS (
-             INSERT INTO job_requests (id, organization_id, created_at, channel, payload,
-                                       max_attempts, send_at)
-             SELECT {id}, organization_id, t.created_at, channel, payload, max_attempts,
-                    next_attempt_at
-             FROM input, LATERAL (SELECT now() + n * interval '1 microsecond' AS created_at) AS t
-             ORDER BY n
-             RETURNING id, organization_id, channel, payload, send_at, max_attempts, created_at
-         ),
-         queued AS (
-             INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
-                                    max_attempts, created_at, updated_at)
-             SELECT id, organization_id, channel, payload, send_at, max_attempts, created_at,
-                    created_at
-             FROM jobs
-         )
-         SELECT id, payload FROM jobs ORDER BY created_at",
-        id = factory::v7_id("t.created_at")
-    )
-}
-
 /// A migration for the tests only (never shipped, never embedded), numbered after the
 /// embedded ones: the online migration harness applies it while the 1.0 release works, and
 /// the custom resource's tests deploy to it and roll back from it.

@@ -203,25 +203,35 @@ impl Default for Recipients {
     }
 }
 
-/// Test fixture: inserts due jobs with the given channels and payloads straight in SQL;
-/// returns each job's id with its payload.
+/// Test fixture: inserts due jobs with the given channels and payloads (each of its own
+/// organization), through the store's statements for tests; returns each job's id with its
+/// payload.
 pub async fn insert_jobs(
     client: &tokio_postgres::Client,
     jobs: &[(notify_core::domain::Channel, Value)],
     max_attempts: i32,
 ) -> Vec<(uuid::Uuid, Value)> {
-    let channels: Vec<&str> = jobs.iter().map(|(c, _)| c.as_str()).collect();
-    let payloads: Vec<Value> = jobs.iter().map(|(_, p)| p.clone()).collect();
-    let sql = crate::insert_jobs_statement(
-        "SELECT gen_random_uuid() AS organization_id, c AS channel, p AS payload,
-                $3::int AS max_attempts, now() - interval '1 second' AS next_attempt_at, n
-         FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(c, p, n)",
-    );
-    client
-        .query(&sql, &[&channels, &payloads, &max_attempts])
-        .await
-        .expect("insert fixture jobs")
+    let start = chrono::Utc::now();
+    let rows: Vec<notify_postgres::testing::TestJob> = jobs
         .iter()
-        .map(|row| (row.get(0), row.get(1)))
+        .zip(0..)
+        .map(
+            |((channel, payload), n)| notify_postgres::testing::TestJob {
+                max_attempts,
+                // created in this order, a microsecond apart
+                created_at: start + chrono::TimeDelta::microseconds(n),
+                ..notify_postgres::testing::TestJob::due(
+                    uuid::Uuid::new_v4(),
+                    *channel,
+                    payload.clone(),
+                )
+            },
+        )
+        .collect();
+    let ids = notify_postgres::testing::insert_jobs(client, &rows)
+        .await
+        .expect("insert fixture jobs");
+    ids.into_iter()
+        .zip(jobs.iter().map(|(_, payload)| payload.clone()))
         .collect()
 }

@@ -7,6 +7,7 @@
 //! - [`store`]: [`PgStore`], the store port over those statements.
 //! - [`startup`]: a function's cold start (connect, migrate if asked, warm up).
 //! - [`custom_resource`]: the template's `Migrations` custom resource.
+//! - `testing` (feature `test-support`): jobs arranged in any state, for tests.
 
 #[cfg(test)]
 mod compose;
@@ -16,5 +17,7 @@ pub mod migrate;
 pub mod sql;
 pub mod startup;
 pub mod store;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 pub use store::{PgStore, TimedOut, DEFAULT_STATEMENT_TIMEOUT};

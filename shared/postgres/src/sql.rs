@@ -213,7 +213,7 @@ rows! {
         recorded: bool = BOOL,
     }
 
-    /// A released job (release.sql).
+    /// A job's id (release.sql, and the statements for tests).
     IdRow {
         id: Uuid = UUID,
     }
@@ -346,6 +346,19 @@ queries! {
     LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8] -> SuppressionRow;
     ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT] -> AddedSuppressionRow;
     REMOVE_SUPPRESSION = "remove_suppression.sql" [UUID, TEXT] -> RemovedRow;
+
+    /// For tests only (`crate::testing`): jobs in any state, laid out as the store does.
+    TEST_INSERT_JOBS = "test_insert_jobs.sql" [
+        UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, TEXT_ARRAY, INT4_ARRAY, INT4_ARRAY,
+        TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ_ARRAY,
+        TIMESTAMPTZ_ARRAY, TEXT_ARRAY
+    ] -> IdRow;
+    /// For tests only: the history's partitions of some days.
+    TEST_HISTORY_DAYS = "test_history_days.sql" [DATE_ARRAY] -> AddedDaysRow;
+    /// For tests only: queued jobs due at a time.
+    TEST_MAKE_DUE = "test_make_due.sql" [UUID_ARRAY, TIMESTAMPTZ] -> IdRow;
+    /// For tests only: a claim taken over.
+    TEST_STEAL_CLAIM = "test_steal_claim.sql" [UUID] -> IdRow;
 }
 
 #[cfg(test)]
