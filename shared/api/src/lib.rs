@@ -15,7 +15,6 @@ pub mod suppressions;
 pub mod trace;
 pub mod validate;
 
-use notify_core::store::CountIngest;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,7 +28,9 @@ pub use error::ApiError;
 pub(crate) use http::valid_key;
 use http::{idempotency_key, json_body, organization, parse_id, request_id, route, Route};
 use notify_core::config::{self, ConfigError};
-use notify_core::store::{Inserted, JobSummary, ListCursor, NewJob, Store, Transition};
+use notify_core::store::{
+    CountIngest, Inserted, JobSummary, ListCursor, NewJob, Store, Transition,
+};
 pub use validate::{validate, FieldError, SendRequest};
 
 /// Bodies above this size are refused with 413.

@@ -6,13 +6,15 @@
 //! delivery, and a healthy worker's job is never swept. The sweep clears the claim token,
 //! so the lost worker's late completion is fenced.
 
-use crate::store::{At, DropHistoryDays, DropUnmatchedFeedback, Expire, PruneFeedback, Sweep};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::config::{self, ConfigError};
-use crate::store::{Now, Store, StoreError};
+use crate::store::{
+    At, DropHistoryDays, DropUnmatchedFeedback, Expire, Now, PruneFeedback, Store, StoreError,
+    Sweep,
+};
 
 /// The sweeper's validated settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

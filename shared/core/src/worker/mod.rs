@@ -9,7 +9,6 @@
 mod decide;
 mod metrics;
 
-use crate::store::{At, Claim, CompleteAndClaim, Release};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -25,7 +24,10 @@ use crate::delivery::{
     masked_recipient_of, Deliverer, DeliveryConfig, DeliveryError, ErrorClass, SUPPRESSED,
     WORKER_PANIC,
 };
-use crate::store::{ClaimedJob, CompleteReport, Completion, Decision, JobStore, StoreError};
+use crate::store::{
+    At, Claim, ClaimedJob, CompleteAndClaim, CompleteReport, Completion, Decision, JobStore,
+    Release, StoreError,
+};
 
 pub use crate::telemetry::emf::{job_metrics, JOB_METRICS, METRIC_NAMESPACE, SERVICE};
 pub use decide::{backoff, backoff_step, decide, BASE_BACKOFF, MAX_BACKOFF};
