@@ -243,7 +243,7 @@ async fn secrets_client() -> aws_sdk_secretsmanager::Client {
         std::env::var("AWS_ENDPOINT_URL").is_ok(),
         "AWS_ENDPOINT_URL is not set: run the tests with `make test`, which starts the stand-in"
     );
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
         .load()
         .await;
     aws_sdk_secretsmanager::Client::new(&sdk)

@@ -134,7 +134,7 @@ async fn get_json(path: &str) -> Value {
 /// Makes `identity` (an address or a domain) a verified SES sender; moto refuses to send
 /// from anything else.
 pub async fn verify_sender(identity: &str) {
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
         .load()
         .await;
     let ses = aws_sdk_sesv2::Client::new(&sdk);

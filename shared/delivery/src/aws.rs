@@ -25,8 +25,10 @@ pub const SENDER_ID_ATTRIBUTE: &str = "AWS.SNS.SMS.SenderID";
 
 /// Builds the SNS and SES v2 clients from aws-config's defaults (region, credentials and
 /// `AWS_ENDPOINT_URL` from the environment) and routes jobs to them. Call once, at cold start.
+/// The SDK's behaviour version is pinned to a dated one (retries, timeouts and endpoint
+/// defaults change only when this line does), as in notify-postgres's secret read.
 pub async fn aws_deliverer(config: &DeliveryConfig) -> Router {
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
         .load()
         .await;
     Router::new(

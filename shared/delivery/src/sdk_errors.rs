@@ -266,7 +266,7 @@ mod tests {
 
     fn sns_client(url: &str) -> aws_sdk_sns::Client {
         let config = aws_sdk_sns::Config::builder()
-            .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
+            .behavior_version(aws_sdk_sns::config::BehaviorVersion::v2026_01_12())
             .region(aws_sdk_sns::config::Region::new("us-east-1"))
             .credentials_provider(credentials())
             .endpoint_url(url)
@@ -278,7 +278,7 @@ mod tests {
 
     fn ses_client(url: &str) -> aws_sdk_sesv2::Client {
         let config = aws_sdk_sesv2::Config::builder()
-            .behavior_version(aws_sdk_sesv2::config::BehaviorVersion::latest())
+            .behavior_version(aws_sdk_sesv2::config::BehaviorVersion::v2026_01_12())
             .region(aws_sdk_sesv2::config::Region::new("us-east-1"))
             .credentials_provider(credentials())
             .endpoint_url(url)
@@ -700,7 +700,7 @@ mod tests {
         let url = serve(Some(bare(500))).await;
         let client = aws_sdk_sesv2::Client::from_conf(
             aws_sdk_sesv2::Config::builder()
-                .behavior_version(aws_sdk_sesv2::config::BehaviorVersion::latest())
+                .behavior_version(aws_sdk_sesv2::config::BehaviorVersion::v2026_01_12())
                 .credentials_provider(credentials())
                 .endpoint_url(url)
                 .build(),

@@ -176,7 +176,9 @@ impl DbConfig {
                 (parts.join(" "), true)
             }
         };
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        // a dated behaviour version, as the delivery adapters': the SDK's defaults change
+        // only when this line does
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
             .load()
             .await;
         let client = aws_sdk_secretsmanager::Client::new(&sdk);
@@ -729,7 +731,7 @@ mod tests {
 
     fn secret() -> Secret {
         let conf = aws_sdk_secretsmanager::Config::builder()
-            .behavior_version(aws_config::BehaviorVersion::latest())
+            .behavior_version(aws_config::BehaviorVersion::v2026_01_12())
             .region(aws_config::Region::new("us-east-1"))
             .build();
         Secret {
