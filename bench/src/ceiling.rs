@@ -8,12 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{Context, Result, bail, ensure};
 use serde::Serialize;
 
+use crate::Plan;
 use crate::db::Bench;
 use crate::stats::{rounded, rounded_all, rounded_opt};
-use crate::Plan;
 
 /// pgbench: $PGBENCH, then next to the server binaries as tests/scripts/services.sh finds
 /// initdb ($PG_BINDIR, pg_config --bindir, /usr/lib/postgresql/*/bin), then $PATH.

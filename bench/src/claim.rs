@@ -11,10 +11,10 @@ use anyhow::{Context, Result};
 use notify_core::store::{Claim, Complete, Completion, Decision, JobStore};
 use serde::Serialize;
 
-use crate::db::{Bench, HISTORY_DB, ORG};
-use crate::stats::{rounded, rounded_all, Latency, Samples};
-use crate::worked::open_stores;
 use crate::Plan;
+use crate::db::{Bench, HISTORY_DB, ORG};
+use crate::stats::{Latency, Samples, rounded, rounded_all};
+use crate::worked::open_stores;
 
 /// 2: claim latency per batch size, with no finished rows and with many.
 #[derive(Debug, Clone, Default, Serialize)]

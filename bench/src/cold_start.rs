@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use notify_postgres::db::DbConfig;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -21,8 +21,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::db::{url_with_db, Bench};
-use crate::stats::{round, Samples};
+use crate::db::{Bench, url_with_db};
+use crate::stats::{Samples, round};
 
 pub const FUNCTIONS: [&str; 3] = ["ingest", "worker", "sweeper"];
 /// Ingest should be ready within this much of the database handshake.
@@ -168,7 +168,10 @@ impl ColdStart {
     pub fn render(&self) {
         let ms = crate::render::ms;
         let runs = self.handshake.runs;
-        crate::say!("8. cold start: spawn → first GET /2018-06-01/runtime/invocation/next, binaries of target/{} with a Lambda-like environment, killed at the poll; {runs} runs each, median / max", self.profile);
+        crate::say!(
+            "8. cold start: spawn → first GET /2018-06-01/runtime/invocation/next, binaries of target/{} with a Lambda-like environment, killed at the poll; {runs} runs each, median / max",
+            self.profile
+        );
         crate::say!(
             "   database handshake alone (DbConfig::connect from this process): median {} max {}",
             ms(self.handshake.median_ms),
@@ -208,7 +211,9 @@ impl ColdStart {
         for function in FUNCTIONS {
             let mine = || self.inits.iter().filter(|i| i.function == function);
             if mine().count() > 0 && mine().all(|i| i.connected_at_init == 0) {
-                crate::say!("   {function} opened no database connection before polling: its first event connects (and migrates, when on)");
+                crate::say!(
+                    "   {function} opened no database connection before polling: its first event connects (and migrates, when on)"
+                );
             }
         }
         crate::say!(

@@ -304,7 +304,7 @@ async fn drop_database(client: &Client, db: &str) {
 }
 
 pub fn url_with_db(url: &str, db: &str) -> Result<String> {
-    notify_postgres::db::url_with_dbname(url, db).with_context(|| {
-        "DATABASE_URL must be a postgres:// URL for the benchmark (pgbench and the peer use it)"
-    })
+    notify_postgres::db::url_with_dbname(url, db).with_context(
+        || "DATABASE_URL must be a postgres:// URL for the benchmark (pgbench and the peer use it)",
+    )
 }

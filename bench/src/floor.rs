@@ -23,7 +23,7 @@
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::db::{uuid_v7, Bench};
+use crate::db::{Bench, uuid_v7};
 use crate::stats::rounded;
 
 /// The scratch schema the shapes' tables are made in (dropped afterwards).

@@ -4,18 +4,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result, ensure};
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request};
 use notify_api::{Ingest, IngestConfig};
 use notify_postgres::PgStore;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::db::Bench;
-use crate::stats::{rounded, Latency, Samples};
 use crate::Plan;
+use crate::db::Bench;
+use crate::stats::{Latency, Samples, rounded};
 
 const V2_EVENT: &str = include_str!("../../tests/fixtures/apigw/v2_http_api.json");
 
@@ -33,12 +33,14 @@ impl Requests {
 
     pub fn send(&self, n: u64) -> Result<Request> {
         let mut event = self.event.clone();
-        event["body"] = json!(json!({
-            "channel": "sms",
-            "to": format!("+1555{:07}", n % 10_000_000),
-            "message": "Your invoice is paid",
-        })
-        .to_string());
+        event["body"] = json!(
+            json!({
+                "channel": "sms",
+                "to": format!("+1555{:07}", n % 10_000_000),
+                "message": "Your invoice is paid",
+            })
+            .to_string()
+        );
         event["headers"]["idempotency-key"] = json!(Uuid::new_v4().to_string());
         lambda_http::request::from_str(&event.to_string()).context("lambda_http parses the event")
     }

@@ -14,16 +14,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result, ensure};
 use notify_core::store::JobStore;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::db::Bench;
-use crate::ingest::{accepted_id, new_ingest, Requests};
-use crate::stats::{rounded, Latency, Samples};
-use crate::worked::{open_stores, run_workers, worker_config, RecordingDeliverer};
 use crate::Plan;
+use crate::db::Bench;
+use crate::ingest::{Requests, accepted_id, new_ingest};
+use crate::stats::{Latency, Samples, rounded};
+use crate::worked::{RecordingDeliverer, open_stores, run_workers, worker_config};
 
 pub const SCHEDULE: Duration = Duration::from_secs(60);
 
@@ -191,7 +191,10 @@ async fn polling_off(bench: &Bench, rate: u32, period: Duration, ticks: u32) -> 
     Ok(Scheduled {
         model: format!(
             "schedule scaled down to {} s and measured; per job, the wait for the next tick × {} s/{} s + the work after the tick as measured",
-            period.as_secs_f64(), SCHEDULE.as_secs(), period.as_secs_f64()),
+            period.as_secs_f64(),
+            SCHEDULE.as_secs(),
+            period.as_secs_f64()
+        ),
         scaled_period_secs: period.as_secs_f64(),
         measured_at_scaled_period: Samples::from_ms(measured).latency(),
         work_after_tick: Samples::from_ms(work).latency(),

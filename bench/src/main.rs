@@ -150,7 +150,9 @@ fn main() -> Result<()> {
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
-                println!("usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim]   (needs DATABASE_URL; `make bench` sets it)");
+                println!(
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim]   (needs DATABASE_URL; `make bench` sets it)"
+                );
                 return Ok(());
             }
             other => anyhow::bail!("unknown argument {other:?} (try --help)"),

@@ -4,11 +4,11 @@ use std::time::Instant;
 
 use anyhow::Result;
 
+use crate::Plan;
 use crate::cpu::Cpu;
 use crate::db::Bench;
 use crate::results::{Machine, Results};
 use crate::writes::{self, WriteBudget};
-use crate::Plan;
 use crate::{ceiling, claim, cold_start, floor, ingest, latency, peer, retention, worked};
 
 pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {

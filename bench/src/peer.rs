@@ -5,16 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result, ensure};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::process::Command;
 
+use crate::Plan;
 use crate::db::Bench;
 use crate::stats::{median, rounded, rounded_all, rounded_opt};
 use crate::worked::{self, Cell};
 use crate::writes::Side;
-use crate::Plan;
 
 /// The settings of graphile-worker's own performance test, as drain.js sets them.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -115,7 +115,9 @@ pub async fn measure(bench: &Bench, plan: &Plan, ours: &Cell) -> (Peer, Side) {
             }
             // the fallback, pg-boss, is not wired in: it would come from the same
             // npm registry, so it mostly fails for the same reason
-            Err(why) => format!("graphile-worker cannot be installed: {why}; no peer this run (the pg-boss fallback is not implemented)"),
+            Err(why) => format!(
+                "graphile-worker cannot be installed: {why}; no peer this run (the pg-boss fallback is not implemented)"
+            ),
         }
     };
     let best = runs
@@ -215,7 +217,7 @@ pub async fn install() -> std::result::Result<String, String> {
             return Err(format!(
                 "`node --version` failed: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
-            ))
+            ));
         }
         Err(e) => return Err(format!("Node.js is not installed (`node`: {e})")),
     };

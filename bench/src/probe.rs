@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result, ensure};
 use notify_postgres::db::DbConfig;
 use tokio_postgres::Client;
 

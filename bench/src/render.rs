@@ -47,11 +47,7 @@ pub fn fmt_n(v: f64) -> String {
         }
         out.push(c);
     }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
+    if n < 0 { format!("-{out}") } else { out }
 }
 
 /// Milliseconds, two decimals below 100; `-` when there is none.
@@ -131,7 +127,11 @@ fn grid(r: &Results, cell: impl Fn(u32, usize) -> Option<f64>) -> Vec<String> {
 
 fn worked(r: &Results) {
     let w = &r.worked;
-    say!("1. worked jobs/s ({} due jobs; each worker = own connection + notify_core::worker::run, WORKER_CONCURRENCY default, no-op delivery; every attempt recorded; best of {} runs)", w.jobs, w.runs_per_cell);
+    say!(
+        "1. worked jobs/s ({} due jobs; each worker = own connection + notify_core::worker::run, WORKER_CONCURRENCY default, no-op delivery; every attempt recorded; best of {} runs)",
+        w.jobs,
+        w.runs_per_cell
+    );
     for line in grid(r, |b, n| w.at(b, n).map(|c| c.jobs_per_sec)) {
         say!("{line}");
     }
@@ -145,7 +145,10 @@ fn worked(r: &Results) {
 
 fn ceiling(r: &Results) {
     let c = &r.ceiling;
-    say!("6. ceiling: shared/postgres/sql/claim.sql + complete.sql driven by pgbench (-M prepared), same grid, best of {} runs", c.runs_per_cell);
+    say!(
+        "6. ceiling: shared/postgres/sql/claim.sql + complete.sql driven by pgbench (-M prepared), same grid, best of {} runs",
+        c.runs_per_cell
+    );
     if !c.grid.is_empty() {
         let lines = grid(r, |b, n| c.at(b, n).map(|c| c.jobs_per_sec));
         say!(
@@ -166,7 +169,12 @@ fn ceiling(r: &Results) {
         say!("   ceiling incomplete: {note}");
     }
     if let (Some(best), Some(ratio)) = (&c.best, c.ours_best_over_ceiling_best) {
-        say!("   best ceiling: {} jobs/s ({} connections, batch {}); our best ÷ best ceiling = {ratio:.2}", fmt_n(best.jobs_per_sec), best.clients, best.batch);
+        say!(
+            "   best ceiling: {} jobs/s ({} connections, batch {}); our best ÷ best ceiling = {ratio:.2}",
+            fmt_n(best.jobs_per_sec),
+            best.clients,
+            best.batch
+        );
     }
 }
 
@@ -183,7 +191,14 @@ fn peer(r: &Results) {
         );
     }
     let s = &p.settings;
-    say!("   settings of its own performance test: {} concurrent jobs per process, pool {}, localQueue.size {}, completeJobBatchDelay {}, failJobBatchDelay {}", s.concurrent_jobs, s.max_pool_size, s.local_queue_size, s.complete_job_batch_delay, s.fail_job_batch_delay);
+    say!(
+        "   settings of its own performance test: {} concurrent jobs per process, pool {}, localQueue.size {}, completeJobBatchDelay {}, failJobBatchDelay {}",
+        s.concurrent_jobs,
+        s.max_pool_size,
+        s.local_queue_size,
+        s.complete_job_batch_delay,
+        s.fail_job_batch_delay
+    );
     for run in &p.runs {
         say!(
             "   {} process(es): {} jobs/s ({} jobs in {:.2} s, start-up {:.2} s subtracted)",
@@ -235,7 +250,10 @@ fn write_budget(r: &Results) {
     let jobs = sides
         .iter()
         .find_map(|(_, s)| s.run.as_ref().map(|w| w.jobs));
-    say!("9. write budget per worked job: for each side a run of its own, {} queued jobs at the settings of its best timed run, from VACUUM ANALYZE + CHECKPOINT like every run; queueing not counted", jobs.unwrap_or(0));
+    say!(
+        "9. write budget per worked job: for each side a run of its own, {} queued jobs at the settings of its best timed run, from VACUUM ANALYZE + CHECKPOINT like every run; queueing not counted",
+        jobs.unwrap_or(0)
+    );
     for (name, side) in sides {
         match &side.run {
             Some(w) => say!(
@@ -417,8 +435,14 @@ fn wal_lines<'a>(title: &str, lines: impl Iterator<Item = ((f64, f64, f64), &'a 
 fn claim(r: &Results) {
     let c = &r.claim_latency;
     let finished = fmt_n(c.finished_rows as f64);
-    say!("2. claim latency per claim (claim.sql via JobStore::claim, one connection draining {} due jobs; each batch then completed)", c.due_jobs);
-    say!("   two databases on the server, one with no history and one with {finished} finished jobs; {} drains of each batch size on each, taking turns (none, many, many, none, ...); p50 and p99 over all of a side's claims", c.rounds);
+    say!(
+        "2. claim latency per claim (claim.sql via JobStore::claim, one connection draining {} due jobs; each batch then completed)",
+        c.due_jobs
+    );
+    say!(
+        "   two databases on the server, one with no history and one with {finished} finished jobs; {} drains of each batch size on each, taking turns (none, many, many, none, ...); p50 and p99 over all of a side's claims",
+        c.rounds
+    );
     say!(
         "   {:>6} {:>22} {:>22} {:>16}  {}",
         "batch",
@@ -475,7 +499,9 @@ fn retention(r: &Results) {
 }
 
 fn ingest(r: &Results) {
-    say!("3. ingest: Ingest::handle in-process (API Gateway v2 event, SMS with an Idempotency-Key), one connection per instance");
+    say!(
+        "3. ingest: Ingest::handle in-process (API Gateway v2 event, SMS with an Idempotency-Key), one connection per instance"
+    );
     for run in [&r.ingest.concurrency_1, &r.ingest.concurrency_8] {
         say!(
             "   concurrency {}: p50 {} p99 {}, {} requests/s ({} requests)",
@@ -498,9 +524,25 @@ fn accept_to_provider(r: &Results) {
         "4. accept → provider call ({} requests/s through ingest; one worker, batch 100)",
         a.rate_per_sec
     );
-    say!("   polling on (WORKER_POLL_SECS set; empty queue polled every {} ms): p50 {} p99 {} ({} jobs)", notify_core::worker::POLL_INTERVAL.as_millis(), ms(on.p50_ms), ms(on.p99_ms), on.n);
-    say!("   polling off, schedule scaled to {period} s (measured): p50 {} p99 {}; work after the tick p50 {} p99 {}", ms(measured.p50_ms), ms(measured.p99_ms), ms(work.p50_ms), ms(work.p99_ms));
-    say!("   polling off, 1-minute EventBridge schedule (projected: wait × 60/{period} + measured work): p50 {:.1} s p99 {:.1} s", projected.p50_ms / 1000.0, projected.p99_ms / 1000.0);
+    say!(
+        "   polling on (WORKER_POLL_SECS set; empty queue polled every {} ms): p50 {} p99 {} ({} jobs)",
+        notify_core::worker::POLL_INTERVAL.as_millis(),
+        ms(on.p50_ms),
+        ms(on.p99_ms),
+        on.n
+    );
+    say!(
+        "   polling off, schedule scaled to {period} s (measured): p50 {} p99 {}; work after the tick p50 {} p99 {}",
+        ms(measured.p50_ms),
+        ms(measured.p99_ms),
+        ms(work.p50_ms),
+        ms(work.p99_ms)
+    );
+    say!(
+        "   polling off, 1-minute EventBridge schedule (projected: wait × 60/{period} + measured work): p50 {:.1} s p99 {:.1} s",
+        projected.p50_ms / 1000.0,
+        projected.p99_ms / 1000.0
+    );
 }
 
 fn cpu(r: &Results) {
@@ -514,8 +556,18 @@ fn cpu(r: &Results) {
         c.cell.batch,
         c.best_cell_cpu_ms_per_job
     );
-    say!("   Lambda at {memory:.0} MB {} (${price}/GB-s, us-east-1 first tier; {memory:.0}/{FULL_VCPU_MB:.0} of a vCPU):", l.arch);
-    say!("   billed time per job ≈ max(wall {:.4} ms at 1 worker, CPU {:.4} ms × {:.2} throttling) = {:.4} ms → ${:.4} per million notifications (duration only; the per-minute invocations' request charge is not per notification; CPU measured on this machine, not Graviton)", l.wall_ms_per_job, c.cpu_ms_per_job, l.cpu_throttling, l.billed_ms_per_job, l.usd_per_million_notifications);
+    say!(
+        "   Lambda at {memory:.0} MB {} (${price}/GB-s, us-east-1 first tier; {memory:.0}/{FULL_VCPU_MB:.0} of a vCPU):",
+        l.arch
+    );
+    say!(
+        "   billed time per job ≈ max(wall {:.4} ms at 1 worker, CPU {:.4} ms × {:.2} throttling) = {:.4} ms → ${:.4} per million notifications (duration only; the per-minute invocations' request charge is not per notification; CPU measured on this machine, not Graviton)",
+        l.wall_ms_per_job,
+        c.cpu_ms_per_job,
+        l.cpu_throttling,
+        l.billed_ms_per_job,
+        l.usd_per_million_notifications
+    );
 }
 
 fn verdicts(targets: &[Target]) {

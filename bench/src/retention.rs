@@ -21,16 +21,16 @@
 
 use std::time::Instant;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result, ensure};
 use notify_core::store::{DropHistoryDays, JobStore};
 use notify_core::sweeper::SweeperConfig;
 use serde::Serialize;
 
-use crate::claim::{fill_finished, Finished};
+use crate::Plan;
+use crate::claim::{Finished, fill_finished};
 use crate::db::Bench;
 use crate::stats::rounded;
 use crate::worked::open_stores;
-use crate::Plan;
 
 /// The history's tables partitioned by day (`history_add_days` names a day's partitions
 /// `<table>_YYYYMMDD`).

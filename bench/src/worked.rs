@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result, ensure};
 use async_trait::async_trait;
 use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use notify_core::store::{ClaimedJob, JobStore};
@@ -17,9 +17,9 @@ use notify_postgres::PgStore;
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::Plan;
 use crate::db::Bench;
 use crate::stats::{process_cpu, rounded, rounded_all};
-use crate::Plan;
 
 /// The delivery port answering at once, as a provider that takes no time.
 pub struct NoopDeliverer;

@@ -181,10 +181,11 @@ fn dependencies(manifest: &Path) -> Vec<String> {
         if line.starts_with('[') {
             in_deps = line == "[dependencies]"
                 || (line.starts_with("[target.") && line.ends_with(".dependencies]"));
-        } else if in_deps && !line.starts_with('#') {
-            if let Some((name, _)) = line.split_once(['=', '.']) {
-                deps.push(name.trim().to_owned());
-            }
+        } else if in_deps
+            && !line.starts_with('#')
+            && let Some((name, _)) = line.split_once(['=', '.'])
+        {
+            deps.push(name.trim().to_owned());
         }
     }
     deps

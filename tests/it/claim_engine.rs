@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use integration_tests::factory::Job;
-use integration_tests::{insert_due_jobs, TestDb};
+use integration_tests::{TestDb, insert_due_jobs};
 use notify_core::domain::{Channel, JobStatus};
 use notify_core::store::{At, Claim, Complete, CompleteAndClaim, Completion, Decision, JobStore};
 use notify_postgres::sql;
@@ -99,14 +99,16 @@ async fn future_jobs_wait_and_due_failed_jobs_are_claimed_again() {
     assert_eq!(claimed.len(), 1, "only the due failed job: {claimed:?}");
     assert_eq!(claimed[0].id, failed_due);
     assert_eq!(claimed[0].attempt, 3, "attempts incremented by the claim");
-    assert!(store
-        .claim(Claim {
-            batch_size: 10,
-            now: None
-        })
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        store
+            .claim(Claim {
+                batch_size: 10,
+                now: None
+            })
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // six minutes on (the clock is a parameter): the later retry is due, the future job not
     let later = Some(chrono::Utc::now() + chrono::Duration::minutes(6));

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
-use integration_tests::proxy::Proxy;
 use integration_tests::TestDb;
+use integration_tests::apigw::{ApiRequest, Version, header, new_org, parts};
+use integration_tests::proxy::Proxy;
 use lambda_http::http::StatusCode;
 use notify_postgres::db::{ConnectError, DbConfig};
 use serde_json::json;

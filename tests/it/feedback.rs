@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use integration_tests::stand_in::{self, insert_jobs, Recipients};
-use integration_tests::{completion, TestDb};
+use integration_tests::stand_in::{self, Recipients, insert_jobs};
+use integration_tests::{TestDb, completion};
 use notify_core::delivery::DeliveryConfig;
 use notify_core::domain::Channel;
 use notify_core::feedback::{self, events};
@@ -18,7 +18,7 @@ use notify_core::sweeper::{self, SweeperConfig};
 use notify_core::worker::{self, WorkerConfig};
 use notify_delivery::aws_deliverer;
 use notify_postgres::PgStore;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -141,9 +141,11 @@ async fn ses_delivery_bounce_and_complaint_change_status_and_suppress() {
                 .unwrap(),
         );
     }
-    assert!(summaries
-        .iter()
-        .all(|s| s.events == 1 && s.malformed == 0 && s.report.applied == 1));
+    assert!(
+        summaries
+            .iter()
+            .all(|s| s.events == 1 && s.malformed == 0 && s.report.applied == 1)
+    );
     assert_eq!(status(&client, delivered.id).await, "delivered");
     assert_eq!(status(&client, bounced.id).await, "bounced");
     assert_eq!(
@@ -171,11 +173,13 @@ async fn ses_delivery_bounce_and_complaint_change_status_and_suppress() {
         attempt.feedback[0].subtype.as_deref(),
         Some("Permanent/General")
     );
-    assert!(attempt.feedback[0]
-        .diagnostic
-        .as_deref()
-        .unwrap()
-        .contains("550"));
+    assert!(
+        attempt.feedback[0]
+            .diagnostic
+            .as_deref()
+            .unwrap()
+            .contains("550")
+    );
 
     // the same event again changes nothing; a late Delivery does not undo the bounce
     let again = feedback::handle(

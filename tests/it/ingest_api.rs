@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
-use integration_tests::proxy::Proxy;
 use integration_tests::TestDb;
+use integration_tests::apigw::{ApiRequest, Version, header, new_org, parts};
+use integration_tests::proxy::Proxy;
 use lambda_http::http::StatusCode;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;

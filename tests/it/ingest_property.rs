@@ -1,13 +1,13 @@
 //! Property test: whatever a client sends, the handler answers without panicking, never
 //! with a 5xx, and rows exist only for the requests it accepted.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use integration_tests::apigw::{parts, ApiRequest, Version};
 use integration_tests::TestDb;
+use integration_tests::apigw::{ApiRequest, Version, parts};
 use proptest::prelude::*;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;

@@ -12,15 +12,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use integration_tests::response_url::ResponseUrlStandIn;
 use integration_tests::TestDb;
-use notify_core::config::{pairs, Vars};
+use integration_tests::response_url::ResponseUrlStandIn;
+use notify_core::config::{Vars, pairs};
 use notify_postgres::custom_resource::{
-    self, apply_migration_files, HandleError, Invocation, MigrationError, RespondError, Responder,
-    Status, PHYSICAL_RESOURCE_ID, RESPONSE_RESERVE,
+    self, HandleError, Invocation, MigrationError, PHYSICAL_RESOURCE_ID, RESPONSE_RESERVE,
+    RespondError, Responder, Status, apply_migration_files,
 };
 use notify_postgres::db::DbConfig;
-use notify_postgres::migrate::{MigrateReport, MIGRATIONS};
+use notify_postgres::migrate::{MIGRATIONS, MigrateReport};
 use serde_json::Value;
 use tokio::time::Instant;
 

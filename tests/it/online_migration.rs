@@ -16,17 +16,17 @@
 //! 200,000). The figures are printed (`-- --nocapture`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use integration_tests::TestDb;
 use integration_tests::factory::Job;
 use integration_tests::release_1_0;
-use integration_tests::TestDb;
 use notify_core::domain::JobStatus;
 use notify_core::store::{Claim, Complete, Decision, JobStore};
-use notify_postgres::migrate;
 use notify_postgres::PgStore;
+use notify_postgres::migrate;
 use tokio::sync::Mutex;
 use uuid::Uuid;
 

@@ -3,12 +3,12 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
-use integration_tests::factory::Job;
 use integration_tests::TestDb;
+use integration_tests::apigw::{ApiRequest, Version, header, new_org, parts};
+use integration_tests::factory::Job;
 use lambda_http::http::StatusCode;
 use notify_core::domain::JobStatus;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;

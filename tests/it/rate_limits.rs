@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use integration_tests::apigw::{header, new_org, parts, ApiRequest, Version};
 use integration_tests::TestDb;
+use integration_tests::apigw::{ApiRequest, Version, header, new_org, parts};
 use lambda_http::http::StatusCode;
 use serde_json::json;
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
@@ -13,8 +13,8 @@ use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;
 use notify_core::domain::Channel;
 use notify_core::store::{At, Claim, JobStore};
-use notify_postgres::testing::TestJob;
 use notify_postgres::PgStore;
+use notify_postgres::testing::TestJob;
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -293,7 +293,7 @@ impl notify_core::delivery::Deliverer for Recorder {
 #[tokio::test]
 async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
     use integration_tests::factory::Job;
-    use notify_core::worker::{run, WorkerConfig};
+    use notify_core::worker::{WorkerConfig, run};
 
     let db = TestDb::new().await;
     let client = db.client().await;

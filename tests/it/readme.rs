@@ -18,9 +18,9 @@
 
 use std::time::Duration;
 
+use integration_tests::TestDb;
 use integration_tests::readme::{self, Bindings, Example};
 use integration_tests::watch::{self, Watch};
-use integration_tests::TestDb;
 use notify_core::domain::{Channel, JobStatus};
 use serde_json::Value;
 use uuid::Uuid;
@@ -170,10 +170,10 @@ async fn check(e: &Example, port: u16, bindings: &mut Bindings, timeout: Duratio
         serde_json::from_str(body.trim())
             .unwrap_or_else(|err| panic!("{where_}: the answer is not JSON ({err}): {body}"))
     };
-    if let Some(want) = &shown.body {
-        if let Err(diff) = readme::matches_json(want, &actual, bindings, "") {
-            panic!("{where_}: the answer differs from the page's: {diff}\nanswered: {body}");
-        }
+    if let Some(want) = &shown.body
+        && let Err(diff) = readme::matches_json(want, &actual, bindings, "")
+    {
+        panic!("{where_}: the answer differs from the page's: {diff}\nanswered: {body}");
     }
     eprintln!(
         "readme: {} ok: {}",

@@ -4,9 +4,9 @@
 //! output changes, or a declaration that drifts from its SQL fails here, not in a request.
 
 use integration_tests::TestDb;
-use notify_postgres::sql::{Statement, STATEMENTS};
-use tokio_postgres::types::Type;
+use notify_postgres::sql::{STATEMENTS, Statement};
 use tokio_postgres::Client;
+use tokio_postgres::types::Type;
 
 /// What is wrong with one statement, as PostgreSQL prepares it, against its declaration.
 fn mismatches(s: &Statement, prepared: &tokio_postgres::Statement) -> Vec<String> {

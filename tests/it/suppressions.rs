@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use integration_tests::apigw::{new_org, parts, ApiRequest, Version};
-use integration_tests::{count, TestDb};
-use lambda_http::http::StatusCode;
+use integration_tests::apigw::{ApiRequest, Version, new_org, parts};
+use integration_tests::{TestDb, count};
 use lambda_http::Body;
-use serde_json::{json, Value};
+use lambda_http::http::StatusCode;
+use serde_json::{Value, json};
 // every answer checked against the API contract (functions/ingest/openapi.yaml)
 use integration_tests::contract::Ingest;
 use notify_api::IngestConfig;

@@ -1,12 +1,12 @@
 //! The sweeper against a real PostgreSQL: stuck jobs are rescued, in-progress ones never.
 
 use integration_tests::factory::Job;
-use integration_tests::{insert_due_jobs, TestDb};
+use integration_tests::{TestDb, insert_due_jobs};
 use notify_core::domain::JobStatus;
 use notify_core::store::{
     At, Claim, ClaimedJob, Complete, Completion, Decision, DropHistoryDays, JobStore,
 };
-use notify_core::sweeper::{run_once, SweeperConfig};
+use notify_core::sweeper::{SweeperConfig, run_once};
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
@@ -84,9 +84,10 @@ async fn only_jobs_past_the_window_are_swept() {
         .unwrap();
     assert!(row.get::<_, bool>(0), "claim token cleared");
     assert!(row.get::<_, bool>(1), "due again now");
-    assert!(row
-        .get::<_, &str>(2)
-        .starts_with("worker lost: processing since"));
+    assert!(
+        row.get::<_, &str>(2)
+            .starts_with("worker lost: processing since")
+    );
     let lost: Vec<(Uuid, String, i32)> = client
         .query(
             "SELECT job_id, outcome, attempt FROM job_attempts ORDER BY job_id",

@@ -12,11 +12,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use integration_tests::stand_in::{self, Recipients};
-use integration_tests::watch::{self, Reply, Watch, CALL, FIRST_CALL};
-use integration_tests::{count, TestDb};
+use integration_tests::watch::{self, CALL, FIRST_CALL, Reply, Watch};
+use integration_tests::{TestDb, count};
 use notify_core::feedback::events;
-use notify_core::telemetry::emf::{published, INGEST_METRICS, WORKER_METRICS};
-use serde_json::{json, Value};
+use notify_core::telemetry::emf::{INGEST_METRICS, WORKER_METRICS, published};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 const SENDER: &str = "noreply@watch-tests.example.com";

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use integration_tests::stand_in::insert_jobs;
 use integration_tests::TestDb;
+use integration_tests::stand_in::insert_jobs;
 use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use notify_core::domain::Channel;
 use notify_core::store::{
@@ -20,7 +20,7 @@ use notify_core::store::{
     PruneFeedback, Release, StoreError, Sweep, SweepReport, Transition,
 };
 use notify_core::worker::{self, WorkerConfig, WorkerSummary};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio_postgres::Client;
 use uuid::Uuid;
 
@@ -261,9 +261,10 @@ async fn always_transient_is_dead_after_exactly_max_attempts() {
     );
     assert!(rows[..3].iter().all(|r| r.outcome == "retry"));
     assert_eq!(rows[3].outcome, "dead");
-    assert!(rows
-        .iter()
-        .all(|r| r.error_code.as_deref() == Some("UnmodeledFailure")));
+    assert!(
+        rows.iter()
+            .all(|r| r.error_code.as_deref() == Some("UnmodeledFailure"))
+    );
 }
 
 #[tokio::test]

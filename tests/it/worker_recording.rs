@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use integration_tests::{insert_due_jobs, TestDb};
+use integration_tests::{TestDb, insert_due_jobs};
 use notify_core::delivery::{Deliverer, DeliveryConfig, DeliveryError};
 use notify_core::store::ClaimedJob;
 use notify_core::worker::{self, WorkerConfig};

@@ -9,13 +9,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use integration_tests::stand_in::{self, insert_jobs, Recipients};
 use integration_tests::TestDb;
+use integration_tests::stand_in::{self, Recipients, insert_jobs};
 use notify_core::delivery::{DeliveryConfig, Router};
 use notify_core::domain::Channel;
 use notify_core::worker::{self, WorkerConfig};
 use notify_delivery::aws_deliverer;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio_postgres::Client;
 use uuid::Uuid;
 

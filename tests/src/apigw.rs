@@ -5,7 +5,7 @@
 use base64::Engine;
 use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 const V2: &str = include_str!("../fixtures/apigw/v2_http_api.json");

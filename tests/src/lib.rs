@@ -22,8 +22,8 @@ pub mod watch;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use notify_postgres::db::DbConfig;
 use notify_postgres::PgStore;
+use notify_postgres::db::DbConfig;
 use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
 

@@ -199,10 +199,10 @@ fn split_block(
             if let (_, Some(at)) = shell_state(&last) {
                 // `# shell 3: {"claimed":1,…}`: the answer shown in the comment
                 let comment = &last[at..];
-                if let Some((_, answer)) = comment.split_once(": ") {
-                    if answer.trim_start().starts_with('{') {
-                        shown.push(answer.trim().to_owned());
-                    }
+                if let Some((_, answer)) = comment.split_once(": ")
+                    && answer.trim_start().starts_with('{')
+                {
+                    shown.push(answer.trim().to_owned());
                 }
             }
             out.push(Example {
@@ -365,10 +365,10 @@ fn match_pieces(pieces: &[Piece], actual: &str, bindings: &mut Bindings) -> bool
             let Some(candidate) = actual.get(..36).filter(|c| is_uuid(c)) else {
                 return false;
             };
-            if let Some(bound) = bindings.get(name) {
-                if bound != candidate {
-                    return false;
-                }
+            if let Some(bound) = bindings.get(name)
+                && bound != candidate
+            {
+                return false;
             }
             let mut trial = bindings.clone();
             trial.insert(name.clone(), candidate.to_owned());
@@ -419,12 +419,12 @@ pub fn matches_json(
                     .ok_or_else(|| format!("{path}.{key}: shown, missing from the answer"))?;
                 matches_json(value, got, bindings, &format!("{path}.{key}"))?;
             }
-            if !s.contains_key(MORE) {
-                if let Some(extra) = a.keys().find(|k| !s.contains_key(*k)) {
-                    return Err(format!(
-                        "{path}.{extra}: in the answer, not shown (and no `,…` says there is more)"
-                    ));
-                }
+            if !s.contains_key(MORE)
+                && let Some(extra) = a.keys().find(|k| !s.contains_key(*k))
+            {
+                return Err(format!(
+                    "{path}.{extra}: in the answer, not shown (and no `,…` says there is more)"
+                ));
             }
             Ok(())
         }
@@ -510,9 +510,11 @@ make deploy
         assert_eq!(examples.len(), 2, "{examples:#?}");
         assert_eq!(examples[0].section, "Local");
         assert_eq!(examples[0].line, 6);
-        assert!(examples[0]
-            .command
-            .ends_with(r#""text":"a # not a comment"}'"#));
+        assert!(
+            examples[0]
+                .command
+                .ends_with(r#""text":"a # not a comment"}'"#)
+        );
         assert_eq!(
             examples[0].shown,
             [
@@ -545,10 +547,12 @@ make deploy
         let files = manual_files(&root);
         assert_eq!(files[0], root.join("README.md"));
         assert!(files.contains(&root.join("docs/api.md")), "{files:?}");
-        assert!(files
-            .iter()
-            .skip(1)
-            .all(|f| f.starts_with(root.join("docs"))));
+        assert!(
+            files
+                .iter()
+                .skip(1)
+                .all(|f| f.starts_with(root.join("docs")))
+        );
         let examples = manual_examples();
         assert!(
             examples.iter().any(|e| e.file == "README.md"),
@@ -583,14 +587,18 @@ make deploy
 
         let mut bad = good.clone();
         bad.as_object_mut().unwrap().remove("n");
-        assert!(matches_json(&shown, &bad, &mut bindings, "")
-            .unwrap_err()
-            .contains(".n: shown, missing"));
+        assert!(
+            matches_json(&shown, &bad, &mut bindings, "")
+                .unwrap_err()
+                .contains(".n: shown, missing")
+        );
         let mut bad = good.clone();
         bad["extra"] = json!(1);
-        assert!(matches_json(&shown, &bad, &mut bindings, "")
-            .unwrap_err()
-            .contains(".extra: in the answer, not shown"));
+        assert!(
+            matches_json(&shown, &bad, &mut bindings, "")
+                .unwrap_err()
+                .contains(".extra: in the answer, not shown")
+        );
         let mut bad = good.clone();
         bad["status"] = json!("sent");
         assert!(matches_json(&shown, &bad, &mut bindings, "").is_err());

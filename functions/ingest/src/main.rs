@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use notify_api::{event, Ingest, IngestConfig};
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use notify_api::{Ingest, IngestConfig, event};
 use notify_core::error::report;
 use notify_postgres::startup;
 use serde_json::Value;

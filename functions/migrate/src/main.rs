@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use notify_core::error::report;
 use notify_postgres::custom_resource::{self, Invocation, Responder};
 use notify_postgres::{db::DbConfig, startup};

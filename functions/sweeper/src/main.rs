@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
+use lambda_runtime::{Diagnostic, Error, LambdaEvent, run, service_fn};
 use notify_core::error::report;
 use notify_core::store::At;
 use notify_core::sweeper::{self, SweeperConfig};
-use notify_postgres::{startup, PgStore};
-use serde_json::{json, Value};
+use notify_postgres::{PgStore, startup};
+use serde_json::{Value, json};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use lambda_runtime::{run, service_fn, Diagnostic, Error, LambdaEvent};
+use lambda_runtime::{Diagnostic, Error, LambdaEvent, run, service_fn};
 use notify_core::delivery::Router;
 use notify_core::error::report;
 use notify_core::worker::{self, WorkerConfig};
 use notify_delivery::aws_deliverer;
-use notify_postgres::{startup, PgStore};
-use serde_json::{json, Value};
+use notify_postgres::{PgStore, startup};
+use serde_json::{Value, json};
 
 struct Deps {
     store: PgStore,

@@ -3,10 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{valid_key, validate, FieldError};
+use super::{FieldError, valid_key, validate};
 use notify_core::store::{Inserted, JobSummary, NewJob};
 
 pub const MAX_ITEMS: usize = 500;

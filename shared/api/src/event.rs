@@ -8,7 +8,7 @@ use std::panic::AssertUnwindSafe;
 
 use lambda_http::request::LambdaRequest;
 use lambda_http::{Body, Context, Request, RequestExt, Response};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::Ingest;
 
@@ -41,12 +41,11 @@ fn unreadable(reason: &str, request_id: &str) -> Response<Body> {
 }
 
 fn to_request(event: Value) -> Result<Request, &'static str> {
-    if event.get("isBase64Encoded") == Some(&Value::Bool(true)) {
-        if let Some(body) = event.get("body").and_then(Value::as_str) {
-            if !is_base64(body) {
-                return Err("the body is marked base64 but is not");
-            }
-        }
+    if event.get("isBase64Encoded") == Some(&Value::Bool(true))
+        && let Some(body) = event.get("body").and_then(Value::as_str)
+        && !is_base64(body)
+    {
+        return Err("the body is marked base64 but is not");
     }
     let payload: LambdaRequest =
         serde_json::from_value(event).map_err(|_| "the request could not be read")?;
@@ -118,8 +117,8 @@ mod tests {
     use aws_lambda_events::encodings::Body as EventBody;
     use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlResponse;
     use lambda_http::http::header::{HeaderMap, SET_COOKIE};
-    use notify_postgres::db::DbConfig;
     use notify_postgres::PgStore;
+    use notify_postgres::db::DbConfig;
     use std::sync::Arc;
 
     /// What each reader of the reply sees: status, body, one header's values, cookies.

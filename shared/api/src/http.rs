@@ -1,7 +1,7 @@
 //! Reading an API Gateway request: its route, its organization, its body and headers.
 //! Nothing here touches the store.
 
-use lambda_http::http::{header, HeaderMap, Method, StatusCode};
+use lambda_http::http::{HeaderMap, Method, StatusCode, header};
 use lambda_http::request::RequestContext;
 use lambda_http::{Request, RequestExt};
 use uuid::Uuid;
@@ -31,12 +31,11 @@ pub(crate) fn path(req: &Request) -> String {
         Some(RequestContext::ApiGatewayV1(ctx)) => ctx.stage.clone(),
         _ => None,
     };
-    if let Some(stage) = stage.filter(|s| s != "$default") {
-        if let Some(rest) = path.strip_prefix(&format!("/{stage}")) {
-            if rest.starts_with('/') {
-                return rest.to_owned();
-            }
-        }
+    if let Some(stage) = stage.filter(|s| s != "$default")
+        && let Some(rest) = path.strip_prefix(&format!("/{stage}"))
+        && rest.starts_with('/')
+    {
+        return rest.to_owned();
     }
     path.to_owned()
 }
@@ -118,10 +117,10 @@ pub(crate) fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
 
 /// The Lambda request id, else API Gateway's, so every answer can be traced.
 pub(crate) fn request_id(req: &Request) -> String {
-    if let Some(ctx) = req.lambda_context_ref() {
-        if !ctx.request_id.is_empty() {
-            return ctx.request_id.clone();
-        }
+    if let Some(ctx) = req.lambda_context_ref()
+        && !ctx.request_id.is_empty()
+    {
+        return ctx.request_id.clone();
     }
     let gateway = match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),

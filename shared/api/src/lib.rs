@@ -19,19 +19,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use lambda_http::http::{header, StatusCode};
+use lambda_http::http::{StatusCode, header};
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Serialize;
 use uuid::Uuid;
 
 pub use error::ApiError;
 pub(crate) use http::valid_key;
-use http::{idempotency_key, json_body, organization, parse_id, request_id, route, Route};
+use http::{Route, idempotency_key, json_body, organization, parse_id, request_id, route};
 use notify_core::config::{self, ConfigError};
 use notify_core::store::{
     CountIngest, Inserted, JobSummary, ListCursor, NewJob, Store, Transition,
 };
-pub use validate::{validate, FieldError, SendRequest};
+pub use validate::{FieldError, SendRequest, validate};
 
 /// Bodies above this size are refused with 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -159,10 +159,10 @@ impl Ingest {
         if !no_content {
             builder = builder.header(header::CONTENT_TYPE, "application/json");
         }
-        if status == StatusCode::ACCEPTED {
-            if let Some(id) = job_id {
-                builder = builder.header(header::LOCATION, format!("/notifications/{id}"));
-            }
+        if status == StatusCode::ACCEPTED
+            && let Some(id) = job_id
+        {
+            builder = builder.header(header::LOCATION, format!("/notifications/{id}"));
         }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             builder = builder.header(header::RETRY_AFTER, RETRY_AFTER_SECS);

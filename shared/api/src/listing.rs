@@ -1,12 +1,12 @@
 //! Keyset pages (`GET /notifications`, `GET /suppressions`): the query parameters, the
 //! opaque cursors and the page answer `{"items": [...], "next_cursor": ...}`.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, SecondsFormat, Utc};
 use lambda_http::aws_lambda_events::query_map::QueryMap;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::FieldError;

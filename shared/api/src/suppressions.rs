@@ -6,8 +6,8 @@
 //! Recipients are compared normalised ([`normalize_recipient`]): an email address in lower
 //! case, a phone number in E.164.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use lambda_http::http::StatusCode;
 use lambda_http::{Request, RequestExt};
 use percent_encoding::percent_decode_str;
@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use super::http::json_body;
 use super::listing::{self, Page};
-use super::validate::{parse_recipient, recipient_channel, Fields, MAX_EMAIL_CHARS};
-use super::{to_json, Answer, ApiError, FieldError, Ingest, MAX_BODY_BYTES};
+use super::validate::{Fields, MAX_EMAIL_CHARS, parse_recipient, recipient_channel};
+use super::{Answer, ApiError, FieldError, Ingest, MAX_BODY_BYTES, to_json};
 use notify_core::domain::normalize_recipient;
 
 /// An entry added by hand may say why in at most this many characters.

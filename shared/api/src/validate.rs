@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use notify_core::domain::{normalize_recipient, Channel};
+use notify_core::domain::{Channel, normalize_recipient};
 
 pub const MAX_SMS_CHARS: usize = 1600;
 pub const MAX_SUBJECT_CHARS: usize = 998;

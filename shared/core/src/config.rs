@@ -132,11 +132,12 @@ mod tests {
             err.to_string(),
             "RANGE=\"11\" is invalid: must be between 1 and 10"
         );
-        assert!(vars
-            .parse_or("NUM", 7u32, 1..=10)
-            .unwrap_err()
-            .to_string()
-            .contains("NUM"));
+        assert!(
+            vars.parse_or("NUM", 7u32, 1..=10)
+                .unwrap_err()
+                .to_string()
+                .contains("NUM")
+        );
     }
 
     #[test]
@@ -146,10 +147,11 @@ mod tests {
         assert!(vars.flag("A", false).unwrap());
         assert!(!vars.flag("B", true).unwrap());
         assert!(vars.flag("UNSET", true).unwrap());
-        assert!(vars
-            .flag("C", true)
-            .unwrap_err()
-            .to_string()
-            .starts_with("C=\"maybe\""));
+        assert!(
+            vars.flag("C", true)
+                .unwrap_err()
+                .to_string()
+                .starts_with("C=\"maybe\"")
+        );
     }
 }

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::domain::Channel;
 use crate::store::ClaimedJob;
 
-pub use classify::{classify, ErrorClass};
+pub use classify::{ErrorClass, classify};
 
 /// The code of a payload the worker cannot read (a permanent error: no retry can fix it).
 pub const INVALID_PAYLOAD: &str = "InvalidPayload";

@@ -9,9 +9,9 @@ use aws_sdk_sns::operation::publish::PublishError;
 use aws_sdk_sns::types::MessageAttributeValue;
 
 use crate::sdk_errors::{publish_class, send_email_class};
-use notify_core::delivery::classify::{classify, ErrorClass};
+use notify_core::delivery::classify::{ErrorClass, classify};
 use notify_core::delivery::{
-    Deliverer, DeliveryConfig, DeliveryError, EmailPayload, Router, SmsPayload, INVALID_PAYLOAD,
+    Deliverer, DeliveryConfig, DeliveryError, EmailPayload, INVALID_PAYLOAD, Router, SmsPayload,
     TIMEOUT,
 };
 use notify_core::store::ClaimedJob;

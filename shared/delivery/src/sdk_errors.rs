@@ -121,7 +121,7 @@ mod tests {
 
     use super::*;
     use crate::{SesEmail, SnsSms};
-    use notify_core::delivery::classify::{known, CLASSES};
+    use notify_core::delivery::classify::{CLASSES, known};
     use notify_core::delivery::{DeliveryConfig, DeliveryError, EmailPayload, SmsPayload};
 
     const SENDER: &str = "Example <noreply@example.com>";

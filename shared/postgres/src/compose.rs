@@ -175,7 +175,10 @@ mod tests {
     fn an_include_is_filled_with_the_statement_indented_as_its_marker() {
         let files = sources(&[
             ("claim.sql", CLAIM),
-            ("complete.sql", "WITH x AS (\n    -- @include claim.sql\n    stale\n    -- @end claim.sql\n)\nSELECT 1\n"),
+            (
+                "complete.sql",
+                "WITH x AS (\n    -- @include claim.sql\n    stale\n    -- @end claim.sql\n)\nSELECT 1\n",
+            ),
         ]);
         assert_eq!(
             compose("complete.sql", &files).unwrap(),

@@ -31,8 +31,8 @@ use hyper::body::Bytes;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request as HttpRequest, StatusCode, Uri};
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -595,10 +595,12 @@ mod tests {
             serde_json::json!({"applied": 2, "already_applied": 3})
         );
         assert!(body["Reason"].as_str().unwrap().contains("applied 2"));
-        assert!(body["Reason"]
-            .as_str()
-            .unwrap()
-            .contains("schema version 5"));
+        assert!(
+            body["Reason"]
+                .as_str()
+                .unwrap()
+                .contains("schema version 5")
+        );
     }
 
     #[test]

@@ -38,7 +38,9 @@ const KEEPALIVE_RETRIES: u32 = 3;
 /// Why a database connection could not be made. Each message names the problem in one line.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("DATABASE_URL is not set (or set DATABASE_SECRET_ARN to read the credentials from Secrets Manager)")]
+    #[error(
+        "DATABASE_URL is not set (or set DATABASE_SECRET_ARN to read the credentials from Secrets Manager)"
+    )]
     MissingUrl,
     #[error("DATABASE_URL is not a valid PostgreSQL connection string")]
     InvalidUrl(#[source] tokio_postgres::Error),
@@ -389,7 +391,7 @@ impl tokio::io::AsyncWrite for UntilClosed {
             let mut buf = tokio::io::ReadBuf::new(&mut scratch);
             match tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut self.0), cx, &mut buf) {
                 std::task::Poll::Ready(Ok(())) if buf.filled().is_empty() => {
-                    return std::task::Poll::Ready(Ok(()))
+                    return std::task::Poll::Ready(Ok(()));
                 }
                 std::task::Poll::Ready(Ok(())) => continue,
                 std::task::Poll::Ready(Err(err)) => return std::task::Poll::Ready(Err(err)),

@@ -20,4 +20,4 @@ pub mod store;
 #[cfg(feature = "test-support")]
 pub mod testing;
 
-pub use store::{PgStore, TimedOut, DEFAULT_STATEMENT_TIMEOUT};
+pub use store::{DEFAULT_STATEMENT_TIMEOUT, PgStore, TimedOut};

@@ -22,9 +22,9 @@
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 
+use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
-use tokio_postgres::Client;
 
 /// Every migration file: (file name, contents), in file-name order.
 pub const MIGRATIONS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
@@ -324,7 +324,7 @@ async fn next_pending<'m>(
                     name: m.name.to_owned(),
                     applied: checksum.clone(),
                     file: m.checksum.clone(),
-                })
+                });
             }
             Some(_) => {}
             None => return Ok(Some(m)),
@@ -446,7 +446,7 @@ async fn execute_idempotent(
                 return Err(MigrateError::Apply {
                     name: m.name.to_owned(),
                     source,
-                })
+                });
             }
         }
     }

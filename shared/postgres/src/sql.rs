@@ -22,8 +22,8 @@ use std::marker::PhantomData;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tokio_postgres::types::{Json, Type};
 use tokio_postgres::Row;
+use tokio_postgres::types::{Json, Type};
 use uuid::Uuid;
 
 /// The columns of one row type: (name, PostgreSQL type).
@@ -390,10 +390,12 @@ mod tests {
     #[test]
     fn the_composed_statements_hold_the_claim() {
         assert_eq!(CLAIM_FAIR.sql.matches("UPDATE job_queue AS q").count(), 1);
-        assert!(CLAIM_FAIR
-            .sql
-            .trim_end()
-            .ends_with("-- @end claim.sql#update"));
+        assert!(
+            CLAIM_FAIR
+                .sql
+                .trim_end()
+                .ends_with("-- @end claim.sql#update")
+        );
         assert!(COMPLETE_AND_CLAIM.sql.contains("FOR UPDATE SKIP LOCKED"));
         assert!(
             COMPLETE_AND_CLAIM.sql.contains("    LIMIT $1\n"),

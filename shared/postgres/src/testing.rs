@@ -5,8 +5,8 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
-use tokio_postgres::types::{Json, ToSql};
 use tokio_postgres::Client;
+use tokio_postgres::types::{Json, ToSql};
 use uuid::Uuid;
 
 use crate::sql::{self, FromRow, Query};

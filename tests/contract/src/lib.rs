@@ -113,12 +113,11 @@ pub fn request_path(req: &Request) -> String {
         Some(RequestContext::ApiGatewayV1(ctx)) => ctx.stage.clone(),
         _ => None,
     };
-    if let Some(stage) = stage.filter(|s| s != "$default") {
-        if let Some(rest) = path.strip_prefix(&format!("/{stage}")) {
-            if rest.starts_with('/') {
-                return rest.to_owned();
-            }
-        }
+    if let Some(stage) = stage.filter(|s| s != "$default")
+        && let Some(rest) = path.strip_prefix(&format!("/{stage}"))
+        && rest.starts_with('/')
+    {
+        return rest.to_owned();
     }
     path.to_owned()
 }

@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::faults::scenarios::{self, ALL};
-use integration_tests::faults::{table, Row, Suite};
+use integration_tests::faults::{Row, Suite, table};
 
 struct Options {
     quick: bool,

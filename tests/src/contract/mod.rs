@@ -10,7 +10,7 @@ use lambda_http::{Body, Request, Response};
 use notify_api::IngestConfig;
 use notify_core::store::Store;
 
-pub use checker::{assert_conforms, checked, contract, request_path, summary, Answer, Contract};
+pub use checker::{Answer, Contract, assert_conforms, checked, contract, request_path, summary};
 
 /// `notify_api::Ingest`, every answer checked against the contract: a test that gets an
 /// answer the spec does not describe fails, naming what differs.
@@ -81,14 +81,18 @@ mod tests {
             Vec::<String>::new()
         );
         let none = answer(204, &[RID], "");
-        assert!(contract()
-            .problems("DELETE", "/suppressions/a%40example.com", &none)
-            .is_empty());
+        assert!(
+            contract()
+                .problems("DELETE", "/suppressions/a%40example.com", &none)
+                .is_empty()
+        );
         let err = r#"{"error":{"code":"invalid_id","message":"m","fields":[{"field":"id","message":"x"}]}}"#;
         let bad_id = answer(400, &[JSON, RID], err);
-        assert!(contract()
-            .problems("POST", "/notifications/x/cancel?y=1", &bad_id)
-            .is_empty());
+        assert!(
+            contract()
+                .problems("POST", "/notifications/x/cancel?y=1", &bad_id)
+                .is_empty()
+        );
     }
 
     #[test]

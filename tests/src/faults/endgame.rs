@@ -12,7 +12,7 @@ use super::claims::{self, Verdict};
 use super::process::Function;
 use super::runtime::Ledger;
 use super::suite::{STUCK_AFTER_SECS, WORKER_TIMEOUT};
-use super::{db, sends, Row};
+use super::{Row, db, sends};
 use crate::stand_in::Recipients;
 
 /// Seconds since the oldest claim still held on the queue (0 when none).

@@ -20,5 +20,5 @@ pub mod scenarios;
 pub mod sends;
 pub mod suite;
 
-pub use row::{table, Row};
+pub use row::{Row, table};
 pub use suite::Suite;

@@ -7,18 +7,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::api::{self, Answer};
 use super::logs::SECRET_MARKER;
-use super::process::{default_bin_dir, Function, Launcher};
-use super::row::{statuses_text, Row};
+use super::process::{Function, Launcher, default_bin_dir};
+use super::row::{Row, statuses_text};
 use super::runtime::Ledger;
+use crate::TestDb;
 use crate::apigw::{ApiRequest, Version};
 use crate::proxy::Proxy;
 use crate::stand_in::Recipients;
-use crate::TestDb;
 
 /// The worker's invocation timeout in the suite (its Lambda `Timeout`).
 pub const WORKER_TIMEOUT: Duration = Duration::from_secs(6);

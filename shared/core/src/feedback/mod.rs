@@ -8,7 +8,7 @@
 pub mod events;
 
 pub use crate::domain::feedback::{
-    jobs_window, FeedbackEvent, FeedbackKind, StatusEffect, JOB_LOOKBACK, RAW_EVENT_MAX_BYTES,
+    FeedbackEvent, FeedbackKind, JOB_LOOKBACK, RAW_EVENT_MAX_BYTES, StatusEffect, jobs_window,
 };
 
 /// A record that could not be read: counted and logged (without recipients), never an

@@ -5,7 +5,7 @@
 //! ingest's `Refused` is also published by `Code`. The names below are the ones the README
 //! documents and `template.yaml`'s dashboard and alarms read.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The metric namespace (the alarms in `template.yaml` read it).
 pub const METRIC_NAMESPACE: &str = "NotificationService";

@@ -16,13 +16,13 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Metadata, Subscriber};
-use tracing_subscriber::filter::{filter_fn, EnvFilter, FilterExt};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::Layer;
 
 /// The span the Lambda runtime opens around each invocation (`requestId`, `xrayTraceId`).
 const INVOCATION_SPAN: &str = "Lambda runtime invoke";
@@ -90,14 +90,14 @@ pub fn init() {
 
 /// The level filter, keeping the invocation and delivery spans at any level, so a `warn`
 /// line still names its request, trace and job.
-fn filter<S>(settings: &LogSettings) -> impl tracing_subscriber::layer::Filter<S> {
+fn filter<S>(settings: &LogSettings) -> impl tracing_subscriber::layer::Filter<S> + use<S> {
     settings
         .env_filter()
         .or(filter_fn(|meta: &Metadata<'_>| kept_span(meta)))
 }
 
 /// The JSON lines layer ([`FlatJson`]) writing to `writer`.
-fn json_layer<S, W>(settings: &LogSettings, writer: W) -> impl Layer<S>
+fn json_layer<S, W>(settings: &LogSettings, writer: W) -> impl Layer<S> + use<S, W>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,

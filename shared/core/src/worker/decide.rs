@@ -75,8 +75,8 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::rngs::StdRng;
     use rand::SeedableRng;
+    use rand::rngs::StdRng;
 
     const MIN: Duration = Duration::from_secs(60);
 

@@ -105,7 +105,7 @@ pub fn backlog_due(last: &Mutex<Option<Instant>>, now: Instant) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::emf::{published, WORKER_METRICS};
+    use crate::telemetry::emf::{WORKER_METRICS, published};
 
     #[test]
     fn the_line_has_every_worker_metric_when_both_channels_were_called() {

@@ -10,8 +10,8 @@ mod decide;
 mod metrics;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use chrono::Utc;
@@ -21,17 +21,17 @@ use tracing::Instrument;
 
 use crate::config::{ConfigError, Vars};
 use crate::delivery::{
-    masked_recipient_of, Deliverer, DeliveryConfig, DeliveryError, ErrorClass, SUPPRESSED,
-    WORKER_PANIC,
+    Deliverer, DeliveryConfig, DeliveryError, ErrorClass, SUPPRESSED, WORKER_PANIC,
+    masked_recipient_of,
 };
 use crate::store::{
     At, Claim, ClaimedJob, CompleteAndClaim, CompleteReport, Completion, Decision, JobStore,
     Release, StoreError,
 };
 
-pub use crate::telemetry::emf::{job_metrics, JOB_METRICS, METRIC_NAMESPACE, SERVICE};
-pub use decide::{backoff, backoff_step, decide, BASE_BACKOFF, MAX_BACKOFF};
-pub use metrics::{worker_line, Latencies};
+pub use crate::telemetry::emf::{JOB_METRICS, METRIC_NAMESPACE, SERVICE, job_metrics};
+pub use decide::{BASE_BACKOFF, MAX_BACKOFF, backoff, backoff_step, decide};
+pub use metrics::{Latencies, worker_line};
 
 /// Time kept free before the deadline besides the provider calls: claiming, completing and
 /// answering Lambda.
@@ -738,13 +738,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("WORKER_CONCURRENCY"), "{err}");
-        assert!(read(&[email, ("SMS_SENDER_ID", "not a sender id")])
-            .unwrap_err()
-            .to_string()
-            .contains("SMS_SENDER_ID"));
-        assert!(read(&[("EMAIL_FROM", "noreply")])
-            .unwrap_err()
-            .to_string()
-            .starts_with("EMAIL_FROM=\"noreply\" is invalid"));
+        assert!(
+            read(&[email, ("SMS_SENDER_ID", "not a sender id")])
+                .unwrap_err()
+                .to_string()
+                .contains("SMS_SENDER_ID")
+        );
+        assert!(
+            read(&[("EMAIL_FROM", "noreply")])
+                .unwrap_err()
+                .to_string()
+                .starts_with("EMAIL_FROM=\"noreply\" is invalid")
+        );
     }
 }

@@ -9,8 +9,8 @@ use super::PgStore;
 use crate::sql;
 use notify_core::domain::feedback::jobs_window;
 use notify_core::store::{
-    At, DropUnmatchedFeedback, FeedbackReport, FeedbackStore, Now, RecordFeedback, StoreError,
-    Suppression, SuppressionStore, ON_ACCOUNT_SUPPRESSION_LIST,
+    At, DropUnmatchedFeedback, FeedbackReport, FeedbackStore, Now, ON_ACCOUNT_SUPPRESSION_LIST,
+    RecordFeedback, StoreError, Suppression, SuppressionStore,
 };
 
 fn suppression(row: sql::SuppressionRow) -> Suppression {

@@ -8,12 +8,12 @@ mod corpus;
 use std::collections::HashMap;
 
 use super::Scenario;
+use crate::TestDb;
 use crate::faults::api;
 use crate::faults::row::statuses_text;
-use crate::faults::{db, Row, Suite};
-use crate::TestDb;
+use crate::faults::{Row, Suite, db};
 
-pub use corpus::{corpus, Case, Expect};
+pub use corpus::{Case, Expect, corpus};
 
 pub const SCENARIO: Scenario = Scenario {
     title: "hostile input corpus",

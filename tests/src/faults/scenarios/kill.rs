@@ -14,14 +14,14 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::Scenario;
-use crate::faults::api::{invoke_scheduled, SCHEDULED_EVENT};
+use crate::TestDb;
+use crate::faults::api::{SCHEDULED_EVENT, invoke_scheduled};
 use crate::faults::endgame::{drain, settle};
 use crate::faults::process::Function;
 use crate::faults::runtime::Ledger;
 use crate::faults::suite::WORKER_TIMEOUT;
-use crate::faults::{claims, db, sends, Row, Suite};
+use crate::faults::{Row, Suite, claims, db, sends};
 use crate::stand_in::Recipients;
-use crate::TestDb;
 
 pub const SCENARIO: Scenario = Scenario {
     title: "worker kill -9 mid-delivery",

@@ -7,16 +7,16 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use notify_core::stats::nearest_rank;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::Scenario;
+use crate::TestDb;
 use crate::apigw::{ApiRequest, Version};
 use crate::faults::api::{self, Answer};
 use crate::faults::logs::SECRET_MARKER;
 use crate::faults::row::statuses_text;
-use crate::faults::{db, Row, Suite};
-use crate::TestDb;
+use crate::faults::{Row, Suite, db};
 
 pub const SCENARIO: Scenario = Scenario {
     title: "load, concurrency 16",

@@ -9,13 +9,13 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::Scenario;
+use crate::TestDb;
 use crate::faults::api::invoke_scheduled;
 use crate::faults::db::STANDS;
 use crate::faults::endgame::{run_once_recovered, settle_all_delivered};
 use crate::faults::process::Function;
-use crate::faults::{claims, Row, Suite};
+use crate::faults::{Row, Suite, claims};
 use crate::stand_in::Recipients;
-use crate::TestDb;
 
 pub const SCENARIO: Scenario = Scenario {
     title: "provider outage, then back",

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::Scenario;
+use crate::TestDb;
 use crate::apigw::{ApiRequest, Version};
 use crate::faults::api::{self, invoke_scheduled};
 use crate::faults::endgame::{drain, settle};
@@ -21,9 +22,8 @@ use crate::faults::pg::PgControl;
 use crate::faults::process::Function;
 use crate::faults::row::statuses_text;
 use crate::faults::suite::WORKER_TIMEOUT;
-use crate::faults::{claims, db, Row, Suite};
+use crate::faults::{Row, Suite, claims, db};
 use crate::stand_in::Recipients;
-use crate::TestDb;
 
 pub const SCENARIO: Scenario = Scenario {
     title: "PostgreSQL restart under load",

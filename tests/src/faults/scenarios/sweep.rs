@@ -10,12 +10,12 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use super::Scenario;
+use crate::TestDb;
 use crate::faults::api::{invoke_scheduled, summary_count};
 use crate::faults::endgame::{drain, settle};
 use crate::faults::process::Function;
-use crate::faults::{claims, db, Row, Suite};
+use crate::faults::{Row, Suite, claims, db};
 use crate::stand_in::Recipients;
-use crate::TestDb;
 
 pub const SCENARIO: Scenario = Scenario {
     title: "sweeper beside slow workers",

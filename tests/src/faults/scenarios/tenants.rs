@@ -8,12 +8,12 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::Scenario;
+use crate::TestDb;
 use crate::apigw::{ApiRequest, Version};
 use crate::faults::api::{self, Answer};
 use crate::faults::process::Function;
-use crate::faults::{db, logs, Row, Suite};
+use crate::faults::{Row, Suite, db, logs};
 use crate::stand_in::Recipients;
-use crate::TestDb;
 
 pub const SCENARIO: Scenario = Scenario {
     title: "tenants and logs",

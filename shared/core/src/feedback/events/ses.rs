@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{
-    bounded_raw, key_time, message_id, provider_text, recipients_digest, text, Bad, FeedbackEvent,
+    Bad, FeedbackEvent, bounded_raw, key_time, message_id, provider_text, recipients_digest, text,
 };
 use crate::feedback::FeedbackKind;
 
@@ -72,7 +72,7 @@ impl EventType {
                 Some(_) => {
                     return Err(Bad::new(
                         "bounce.bounceType is not Permanent, Transient or Undetermined",
-                    ))
+                    ));
                 }
                 None => return Err(Bad::new("bounce.bounceType is missing or not a string")),
             },

@@ -7,7 +7,7 @@ use crate::domain::Channel;
 use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
 use serde_json::Value;
 
-use super::{bounded_raw, key_time, message_id, provider_text, text, Bad, FeedbackEvent};
+use super::{Bad, FeedbackEvent, bounded_raw, key_time, message_id, provider_text, text};
 use crate::feedback::FeedbackKind;
 
 /// Phrases of a failed delivery's `providerResponse` that mean the number will not take a

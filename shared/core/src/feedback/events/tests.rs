@@ -3,10 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::sms::{suppresses, SUPPRESSING_RESPONSES};
-use super::{awslogs_event, encode_awslogs, parse, BASE64, TEXT_MAX_CHARS};
+use super::sms::{SUPPRESSING_RESPONSES, suppresses};
+use super::{BASE64, TEXT_MAX_CHARS, awslogs_event, encode_awslogs, parse};
 use crate::feedback::{FeedbackEvent, FeedbackKind, Malformed, Parsed, RAW_EVENT_MAX_BYTES};
 use base64::Engine;
 
@@ -447,9 +447,11 @@ fn a_malformed_record_between_two_good_ones_is_reported_at_its_index() {
     );
     assert_eq!(parsed.malformed.len(), 1);
     assert_eq!(parsed.malformed[0].at, "Records[1]");
-    assert!(parsed.malformed[0]
-        .reason
-        .starts_with("Sns.Message is not an SES record (not JSON)"));
+    assert!(
+        parsed.malformed[0]
+            .reason
+            .starts_with("Sns.Message is not an SES record (not JSON)")
+    );
 }
 
 #[test]
@@ -608,9 +610,11 @@ fn of_the_documented_failure_reasons_only_opted_out_and_invalid_suppress() {
     }
     assert!(suppresses("PHONE NUMBER IS OPTED OUT"));
     assert!(suppresses("Destination is not a valid mobile number"));
-    assert!(SUPPRESSING_RESPONSES
-        .iter()
-        .all(|phrase| *phrase == phrase.to_lowercase()));
+    assert!(
+        SUPPRESSING_RESPONSES
+            .iter()
+            .all(|phrase| *phrase == phrase.to_lowercase())
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::apigw::{ApiRequest, Version};
