@@ -1006,7 +1006,7 @@ fn the_sms_delivery_status_logs_are_subscribed_to_feedback_which_they_may_invoke
         Some("true")
     );
 
-    // the role the README's `aws sns set-sms-attributes` gives SNS, and its output
+    // the role docs/deploy.md's `aws sns set-sms-attributes` gives SNS, and its output
     let role = get(&t, &["Resources", "SmsDeliveryStatusRole"]);
     assert_eq!(get(role, &["Type"]).as_str(), Some("AWS::IAM::Role"));
     let trust = as_list(get(

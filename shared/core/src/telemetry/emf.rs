@@ -2,8 +2,8 @@
 //! (CloudWatch Logs turns it into metrics: no API call, no extra permission).
 //!
 //! Namespace [`METRIC_NAMESPACE`], dimension `Service` = [`SERVICE`] on every metric; the
-//! ingest's `Refused` is also published by `Code`. The names below are the ones the README
-//! documents and `template.yaml`'s dashboard and alarms read.
+//! ingest's `Refused` is also published by `Code`. The names below are the ones
+//! docs/observability.md documents and `template.yaml`'s dashboard and alarms read.
 
 use serde_json::{Map, Value, json};
 

@@ -216,8 +216,8 @@ mod tests {
             "error"
         );
         assert_eq!(
-            settings(&[("RUST_LOG", "shared=debug")]).filter,
-            "shared=debug"
+            settings(&[("RUST_LOG", "notify_core=debug")]).filter,
+            "notify_core=debug"
         );
         assert_eq!(settings(&[]).filter, "info");
         // an unknown Lambda level leaves RUST_LOG in charge
@@ -244,7 +244,7 @@ mod tests {
             tracing::debug!(target: "tokio_postgres::query", "executing statement with +15555550100");
             tracing::debug!(target: "lambda_runtime", "raw event with a message body");
             tracing::info!(target: "tokio_postgres::connection", "connection closed");
-            tracing::debug!(target: "shared::worker", "our own debug line");
+            tracing::debug!(target: "notify_core::worker", "our own debug line");
         });
         let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
         assert!(!text.contains("+15555550100"), "{text}");
