@@ -146,7 +146,7 @@ fn worked(r: &Results) {
 fn ceiling(r: &Results) {
     let c = &r.ceiling;
     say!(
-        "6. ceiling: shared/postgres/sql/claim.sql + complete.sql driven by pgbench (-M prepared), same grid, best of {} runs",
+        "6. ceiling: the worker's complete.sql (claim.sql included) driven by pgbench (-M prepared), same grid, best of {} runs",
         c.runs_per_cell
     );
     if !c.grid.is_empty() {
