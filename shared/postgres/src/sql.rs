@@ -130,22 +130,8 @@ rows! {
         applied: Option<bool> = BOOL,
     }
 
-    /// A job as its owner reads it (get_job.sql).
+    /// A job as its owner reads it, with its idempotency key (get_job.sql, jobs_within.sql).
     JobRow {
-        id: Uuid = UUID,
-        channel: String = TEXT,
-        recipient: Option<String> = TEXT,
-        status: String = TEXT,
-        attempts: i32 = INT4,
-        max_attempts: i32 = INT4,
-        next_attempt_at: DateTime<Utc> = TIMESTAMPTZ,
-        created_at: DateTime<Utc> = TIMESTAMPTZ,
-        updated_at: DateTime<Utc> = TIMESTAMPTZ,
-        last_error: Option<String> = TEXT,
-    }
-
-    /// A job with its idempotency key (jobs_within.sql).
-    KeyedJobRow {
         id: Uuid = UUID,
         channel: String = TEXT,
         recipient: Option<String> = TEXT,
@@ -323,7 +309,7 @@ queries! {
     ] -> LateRow;
     EXPIRE = "expire.sql" [INT8, TIMESTAMPTZ] -> ExpiredRow;
     IDEMPOTENCY_KEY_JOBS = "idempotency_key_jobs.sql" [UUID, TEXT_ARRAY] -> KeyJobRow;
-    JOBS_WITHIN = "jobs_within.sql" [UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ] -> KeyedJobRow;
+    JOBS_WITHIN = "jobs_within.sql" [UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ] -> JobRow;
     GET_JOB = "get_job.sql" [UUID, UUID] -> JobRow;
     LIST_DELIVERIES = "list_deliveries.sql" [UUID] -> DeliveryRow;
     SWEEP = "sweep.sql" [FLOAT8, INT8, TIMESTAMPTZ] -> SweptRow;

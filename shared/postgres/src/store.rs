@@ -102,7 +102,7 @@ impl PgStore {
     async fn jobs_within(
         &self,
         jobs: &[(Uuid, DateTime<Utc>)],
-    ) -> Result<Vec<sql::KeyedJobRow>, StoreError> {
+    ) -> Result<Vec<sql::JobRow>, StoreError> {
         let Some((from, to)) = window(jobs.iter().map(|(_, created_at)| *created_at)) else {
             return Ok(Vec::new());
         };
@@ -368,7 +368,7 @@ fn channel(text: &str) -> Result<Channel, StoreError> {
     Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
 }
 
-/// A job from a row of get_job.sql (no delivery attempts).
+/// A job from a row of get_job.sql or jobs_within.sql (no delivery attempts).
 fn job_view(row: sql::JobRow) -> Result<JobView, StoreError> {
     Ok(JobView {
         id: row.id,
@@ -383,25 +383,6 @@ fn job_view(row: sql::JobRow) -> Result<JobView, StoreError> {
         last_error: row.last_error,
         deliveries: None,
     })
-}
-
-/// A job from a row of jobs_within.sql, and its key's request hash.
-fn keyed_job_view(
-    row: sql::KeyedJobRow,
-) -> Result<(JobView, Option<String>, Option<String>), StoreError> {
-    let job = job_view(sql::JobRow {
-        id: row.id,
-        channel: row.channel,
-        recipient: row.recipient,
-        status: row.status,
-        attempts: row.attempts,
-        max_attempts: row.max_attempts,
-        next_attempt_at: row.next_attempt_at,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-        last_error: row.last_error,
-    })?;
-    Ok((job, row.idempotency_key, row.request_hash))
 }
 
 /// A claimed job from a row of claim.sql (or of the claim part of complete.sql).
@@ -563,7 +544,8 @@ impl JobStore for PgStore {
                 .map(|row| (row.job_id, row.job_created_at))
                 .collect();
             for row in self.jobs_within(&jobs).await? {
-                let (job, key, hash) = keyed_job_view(row)?;
+                let (key, hash) = (row.idempotency_key.clone(), row.request_hash.clone());
+                let job = job_view(row)?;
                 let (Some(key), Some(hash)) = (key, hash) else {
                     return Err(StoreError::Corrupt("a key's job without its key".into()));
                 };
@@ -675,9 +657,7 @@ impl JobStore for PgStore {
         } else {
             jobs
         };
-        jobs.into_iter()
-            .map(|row| Ok(keyed_job_view(row)?.0))
-            .collect()
+        jobs.into_iter().map(job_view).collect()
     }
 
     async fn claim(&self, Claim { batch_size, now }: Claim) -> Result<Vec<ClaimedJob>, StoreError> {
