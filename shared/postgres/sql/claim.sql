@@ -8,6 +8,7 @@
 -- scan below passes over them (the jobs in flight).
 -- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE (the part
 -- `update`, copied there by the build); complete.sql holds the whole statement.
+-- Why this shape: docs/decisions/0004-claim-with-skip-locked.md.
 WITH due AS (
     SELECT id
     FROM job_queue

@@ -12,6 +12,7 @@
 --    chosen first and only the chosen ones locked, so a claim locks at most $1 rows however
 --    many organizations have due jobs.
 --  * The claim itself is claim.sql's UPDATE (its part `update`), copied below by the build.
+-- Why this shape: docs/decisions/0005-fair-claim-per-organization.md.
 WITH RECURSIVE orgs AS (
     -- the organizations with due jobs, one index probe each (a loose index scan)
     (SELECT organization_id

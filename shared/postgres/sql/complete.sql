@@ -16,6 +16,8 @@
 -- $8 providers, $9 provider message ids, $10 error codes, $11 error messages,
 -- $12 started, $13 finished, $14 the jobs' creation times (from the claim: the day of the
 -- partitions their delivery rows go to)
+-- Why this shape: docs/decisions/0006-last-attempt-in-the-outcome-row.md and
+-- docs/decisions/0007-record-results-as-they-arrive.md.
 WITH input AS (
     SELECT *
     FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::text[], $7::timestamptz[],
