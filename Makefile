@@ -11,6 +11,17 @@ WATCH_ADDRESS ?= 127.0.0.1
 RUST_LOG ?= info
 SCHEDULED_EVENT := tests/fixtures/events/scheduled.json
 
+# DB=docker: PostgreSQL from compose.yaml, in a container (a Docker engine and its compose
+# plugin needed), instead of a throwaway cluster from this machine's PostgreSQL binaries. The
+# targets that need a database start it first and hand its URL on as DATABASE_URL.
+DB ?= local
+DOCKER_DB_PORT ?= 54329
+DOCKER_DATABASE_URL := postgres://postgres:postgres@127.0.0.1:$(DOCKER_DB_PORT)/postgres?sslmode=disable
+ifeq ($(DB),docker)
+export DATABASE_URL := $(DOCKER_DATABASE_URL)
+DB_UP := db/up
+endif
+
 # After stand_in_up: when we run moto ourselves, make EMAIL_FROM's domain a verified SES
 # identity in it (SES refuses to send from an unverified sender, and so does the stand-in).
 STAND_IN_IDENTITY = stand_in_verify_sender '$(EMAIL_FROM)'
@@ -25,15 +36,15 @@ setup: ## Check and install the tools: Rust targets, PostgreSQL binaries, python
 	@tests/scripts/setup.sh
 
 .PHONY: demo
-demo: ## The whole flow on local defaults: Postgres, stand-in, cargo lambda watch, sample sends, worker + sweeper, provider feedback (delivered, bounced, suppressed), final table
+demo: $(DB_UP) ## The whole flow on local defaults: Postgres, stand-in, cargo lambda watch, sample sends, worker + sweeper, provider feedback (delivered, bounced, suppressed), final table
 	tests/scripts/demo.sh
 
 .PHONY: test
-test: ## Run every test (starts PostgreSQL and the AWS stand-in unless DATABASE_URL / AWS_ENDPOINT_URL are set)
+test: $(DB_UP) ## Run every test (starts PostgreSQL and the AWS stand-in unless DATABASE_URL / AWS_ENDPOINT_URL are set; DB=docker: compose.yaml's)
 	tests/scripts/run-tests.sh
 
 .PHONY: contract
-contract: ## The API contract fuzzer alone: schemathesis over functions/ingest/openapi.yaml against cargo lambda watch (make test runs it too)
+contract: $(DB_UP) ## The API contract fuzzer alone: schemathesis over functions/ingest/openapi.yaml against cargo lambda watch (make test runs it too)
 	tests/scripts/contract.sh
 
 .PHONY: bench
@@ -54,21 +65,32 @@ lint/template: ## cfn-lint and sam validate --lint on template.yaml (offline, no
 	@tests/scripts/lint-template.sh
 
 .PHONY: db/up
-db/up: ## Start a throwaway local PostgreSQL (prints the DATABASE_URL to use)
+db/up: ## Start PostgreSQL: a throwaway local cluster, or compose.yaml's container with DB=docker (prints the DATABASE_URL to use)
+ifeq ($(DB),docker)
+	@command -v docker >/dev/null || { echo "db/up DB=docker: no docker command on PATH. Install a Docker engine with its compose plugin, or leave out DB=docker for a throwaway cluster from this machine's PostgreSQL binaries." >&2; exit 1; }
+	@NOTIF_DB_PORT=$(DOCKER_DB_PORT) docker compose up --detach --wait db
+	@echo "export DATABASE_URL='$(DOCKER_DATABASE_URL)'"
+else
 	@$(SERVICES); pg_up && if db_where "$$DATABASE_URL" --has-password; then \
 	  echo "# DATABASE_URL is yours ($$(db_where "$$DATABASE_URL")); not repeated here: it holds a password"; \
 	  else echo "export DATABASE_URL='$$DATABASE_URL'"; fi
+endif
 
 .PHONY: db/down
-db/down: ## Stop the local PostgreSQL started by db/up
+db/down: ## Stop the PostgreSQL db/up started (DB=docker: the container; its volume keeps the data)
+ifeq ($(DB),docker)
+	@command -v docker >/dev/null || { echo "db/down DB=docker: no docker command on PATH" >&2; exit 1; }
+	@docker compose stop db
+else
 	@$(SERVICES); pg_down
+endif
 
 .PHONY: migrate
-migrate: ## Apply migrations/ to DATABASE_URL (or to the db/up cluster)
+migrate: $(DB_UP) ## Apply migrations/ to DATABASE_URL (or to the db/up cluster)
 	@$(SERVICES); pg_up && cargo run -q --bin migrate
 
 .PHONY: schema
-schema: ## Write shared/postgres/schema.sql, the schema migrations/ build (a test compares them)
+schema: $(DB_UP) ## Write shared/postgres/schema.sql, the schema migrations/ build (a test compares them)
 	@$(SERVICES); pg_up && WRITE_SCHEMA=1 cargo test -q -p integration-tests --test it -- schema::
 
 .PHONY: stand-in/up
@@ -84,7 +106,7 @@ stand-in/down: ## Stop the AWS stand-in started by stand-in/up
 	@$(SERVICES); stand_in_down
 
 .PHONY: watch
-watch: ## Serve the functions (ingest, worker, sweeper, feedback) with cargo lambda watch on local settings (starts db and stand-in; Ctrl-C stops)
+watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback) with cargo lambda watch on local settings (starts db and stand-in; Ctrl-C stops)
 	@$(SERVICES); $(TOOLS); tools_install cargo-lambda && tools_path \
 	  && pg_up && stand_in_up && $(STAND_IN_IDENTITY) && mkdir -p "$$NOTIF_STATE" \
 	  && printf '%s\n' \

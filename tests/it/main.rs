@@ -5,6 +5,7 @@
 mod architecture;
 mod batch;
 mod claim_engine;
+mod compose;
 mod connect;
 mod database;
 mod feedback;

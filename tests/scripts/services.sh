@@ -181,14 +181,28 @@ stand_in_down() {
   log "stand-in: stopped"
 }
 
-# stand_in_verify_sender ADDRESS: makes ADDRESS's domain a verified SES identity in the moto
-# that stand_in_up started (SES sends only from a verified identity, and so does moto). Does
-# nothing against a stand-in it did not start: never touches a real AWS account.
+# stand_in_verify_sender ADDRESS: makes ADDRESS's domain a verified SES identity in the local
+# stand-in (SES sends only from a verified identity, and so does moto): the moto stand_in_up
+# started, or one AWS_ENDPOINT_URL names that answers moto's own API (its container from
+# compose.yaml, say). Does nothing against any other endpoint: never touches a real AWS account.
 stand_in_verify_sender() {
-  [ -f "$NOTIF_STATE/moto.env" ] || return 0
-  "$ROOT/.venv/bin/python" - "$1" <<'PY' || { log "stand-in: could not verify the SES sender $1"; return 1; }
+  local endpoint
+  if [ -f "$NOTIF_STATE/moto.env" ]; then
+    endpoint=${AWS_ENDPOINT_URL:-}
+  elif [ -n "${AWS_ENDPOINT_URL:-}" ] \
+    && curl -fsS -o /dev/null --max-time 5 "${AWS_ENDPOINT_URL%/}/moto-api/data.json" 2>/dev/null; then
+    endpoint=$AWS_ENDPOINT_URL
+    log "stand-in: $AWS_ENDPOINT_URL answers as moto: verifying the SES sender there"
+  else
+    return 0
+  fi
+  stand_in_install || return 1
+  AWS_ENDPOINT_URL=$endpoint "$ROOT/.venv/bin/python" - "$1" <<'PY' || { log "stand-in: could not verify the SES sender $1"; return 1; }
 import os, sys, boto3
-ses = boto3.client("sesv2", region_name=os.environ["AWS_REGION"])
+# moto accepts any credentials; a shell without them still gets its verified sender
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+ses = boto3.client("sesv2", region_name=os.environ.get("AWS_REGION", "us-east-1"))
 domain = sys.argv[1].rpartition("@")[2].rstrip(">").strip()
 known = {i["IdentityName"] for i in ses.list_email_identities()["EmailIdentities"]}
 if domain not in known:
