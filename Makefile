@@ -146,7 +146,31 @@ build: ## Build the functions (ingest, worker, sweeper, feedback, migrator) for 
 	  && cargo lambda build --release --arm64 \
 	  && ls -l target/lambda/*/bootstrap
 
+# The stack `make deploy`, `logs`, `sync` and `delete` act on (samconfig.toml's by default).
+SAM_CONFIG_ENV ?= default
+
 .PHONY: deploy
-deploy: ## Build with SAM and deploy with a guided prompt (sam build && sam deploy --guided; needs AWS credentials)
-	@$(TOOLS); tools_install sam cargo-lambda && tools_path \
-	  && sam build && sam deploy --guided
+deploy: ## Build with SAM and deploy: guided (asks for the parameters, saves them in samconfig.toml) the first time, without prompts after
+	@$(TOOLS); tools_install sam cargo-lambda && tools_path && tools_check_versions >/dev/null \
+	  && sam build --config-env $(SAM_CONFIG_ENV) \
+	  && if grep -q '^parameter_overrides' samconfig.toml; then \
+	    sam deploy --config-env $(SAM_CONFIG_ENV); \
+	  else sam deploy --guided --config-env $(SAM_CONFIG_ENV); fi
+
+.PHONY: sync
+sync: ## A development stack kept in step with the code (sam sync --watch, samconfig.toml's `dev` environment; never production)
+	@$(TOOLS); tools_install sam cargo-lambda && tools_path && tools_check_versions >/dev/null \
+	  && sam sync --config-env dev
+
+.PHONY: logs
+logs: ## Tail the deployed functions' logs (FN=ingest|worker|sweeper|feedback|migrate for one; all by default)
+	@$(TOOLS); tools_install sam && tools_path \
+	  && sam logs --config-env $(SAM_CONFIG_ENV) $(if $(FN),--name $(call fn_resource,$(FN)))
+
+.PHONY: delete
+delete: ## Delete the deployed stack (sam delete asks first; the database and its secret are yours and stay)
+	@$(TOOLS); tools_install sam && tools_path && sam delete --config-env $(SAM_CONFIG_ENV)
+
+# ingest → IngestFunction, migrate → MigrateFunction: the template's resource for a function folder
+fn_resource = $(shell echo $(1) | awk '{print toupper(substr($$0,1,1)) substr($$0,2) "Function"}')
+

@@ -8,6 +8,7 @@ mod claim_engine;
 mod compose;
 mod connect;
 mod database;
+mod deploy;
 mod feedback;
 mod ingest_api;
 mod ingest_property;

@@ -55,7 +55,11 @@ if bindir=$(pg_bindir); then ok "PostgreSQL server binaries in $bindir"; else mi
 if python3 -c 'import venv, ensurepip' 2>/dev/null; then
   ok "$(python3 --version) with venv"
   if tools_install sam cargo-lambda; then
-    ok "cargo-lambda, sam and cfn-lint in ${TOOLS_VENV#"$PWD"/}"
+    if versions=$(tools_check_versions); then
+      ok "$versions and cfn-lint in ${TOOLS_VENV#"$PWD"/} (at least SAM CLI $SAM_CLI_MINIMUM, cargo-lambda $CARGO_LAMBDA_MINIMUM)"
+    else
+      missing+=("SAM CLI >= $SAM_CLI_MINIMUM and cargo-lambda >= $CARGO_LAMBDA_MINIMUM: rm -rf .venv-tools and run make setup again")
+    fi
   else
     missing+=("cargo-lambda, aws-sam-cli, cfn-lint (pip install into .venv-tools failed)")
   fi

@@ -16,6 +16,27 @@ SAM_CLI_VERSION=${SAM_CLI_VERSION:-1.170.0}
 CFN_LINT_VERSION=${CFN_LINT_VERSION:-1.58.0}
 CARGO_LAMBDA_VERSION=${CARGO_LAMBDA_VERSION:-1.9.2}
 SCHEMATHESIS_VERSION=${SCHEMATHESIS_VERSION:-4.32.5}
+# The oldest versions the build is known to work with: SAM CLI builds rust-cargolambda
+# functions without a beta flag, and cargo-lambda builds the workspace for arm64 under zig.
+SAM_CLI_MINIMUM=1.170.0
+CARGO_LAMBDA_MINIMUM=1.9.2
+
+# tools_at_least NAME HAVE WANT: whether version HAVE is WANT or later (says which, if not).
+tools_at_least() {
+  if [ "$(printf '%s\n%s\n' "$3" "$2" | sort -V | head -n1)" = "$3" ]; then return 0; fi
+  printf 'tools: %s %s is older than %s, the oldest this project builds with\n' "$1" "$2" "$3" >&2
+  return 1
+}
+
+# tools_check_versions: the installed sam and cargo-lambda against the minimums above.
+tools_check_versions() {
+  local sam lambda
+  sam=$("$TOOLS_BIN/sam" --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -n1)
+  lambda=$("$TOOLS_BIN/cargo-lambda" lambda --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -n1)
+  [ -n "$sam" ] && [ -n "$lambda" ] || { printf 'tools: sam or cargo-lambda does not answer --version\n' >&2; return 1; }
+  tools_at_least "SAM CLI" "$sam" "$SAM_CLI_MINIMUM" && tools_at_least cargo-lambda "$lambda" "$CARGO_LAMBDA_MINIMUM" \
+    && printf '%s %s\n' "sam $sam" "cargo-lambda $lambda"
+}
 
 tools_venv() {
   [ -x "$TOOLS_BIN/pip" ] && return 0
