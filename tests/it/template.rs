@@ -1827,3 +1827,40 @@ fn the_dashboard_lists_every_alarm() {
         );
     }
 }
+
+/// The HTTP API throttles every route from two parameters, before Lambda: a burst never
+/// reaches ingest and PostgreSQL, whatever the per-organization limit says.
+#[test]
+fn the_api_throttles_at_the_edge_from_parameters() {
+    let t = template();
+    let settings = get(
+        &t,
+        &[
+            "Resources",
+            "NotificationsApi",
+            "Properties",
+            "DefaultRouteSettings",
+        ],
+    );
+    for (setting, parameter) in [
+        ("ThrottlingRateLimit", "ApiThrottlingRateLimit"),
+        ("ThrottlingBurstLimit", "ApiThrottlingBurstLimit"),
+    ] {
+        assert_eq!(
+            parameter_ref(get(settings, &[setting])).as_deref(),
+            Some(parameter),
+            "{setting}"
+        );
+        assert!(parameter_default(&t, parameter) >= 1, "{parameter}");
+        assert_eq!(
+            number(get(&t, &["Parameters", parameter, "MinValue"])),
+            1,
+            "{parameter}: 0 would refuse every request"
+        );
+    }
+    assert!(
+        parameter_default(&t, "ApiThrottlingBurstLimit")
+            >= parameter_default(&t, "ApiThrottlingRateLimit"),
+        "the bucket holds at least a second of the steady rate"
+    );
+}
