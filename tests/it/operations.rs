@@ -409,3 +409,134 @@ async fn a_status_filtered_page_reads_the_status_index_not_every_job() {
         "a filtered page reads about a page of index and heap, not the organization's 300k jobs: {buffers} buffers"
     );
 }
+
+fn requeue_dead(org: Uuid, body: Value) -> ApiRequest {
+    ApiRequest::new(Version::V2, "POST", "/notifications/requeue")
+        .org(org)
+        .body(body.to_string())
+}
+
+/// An outage's dead jobs back in the queue in one call: the organization's own, those that
+/// died in the window with the error named, at most `limit`; the rest untouched.
+#[tokio::test]
+async fn a_bulk_requeue_puts_back_only_the_dead_jobs_its_filter_names() {
+    let db = TestDb::new().await;
+    let ingest = service(&db).await;
+    let client = db.client().await;
+    let (org, other) = (new_org(), new_org());
+    let dead = |org: Uuid, error: &str, died_ago: f64| {
+        Job::new()
+            .org(org)
+            .status(JobStatus::Dead)
+            .attempts(5)
+            .last_error(error)
+            .updated_ago(died_ago)
+    };
+    // the outage: four throttled jobs that died 10 to 40 minutes ago
+    let outage = dead(org, "Throttling: Rate exceeded", 600.0)
+        .insert_many(&client, 4)
+        .await;
+    let earlier = dead(org, "Throttling: Rate exceeded", 7200.0)
+        .insert(&client)
+        .await;
+    let invalid = dead(org, "InvalidParameter: bad number", 600.0)
+        .insert(&client)
+        .await;
+    let others = dead(other, "Throttling: Rate exceeded", 600.0)
+        .insert(&client)
+        .await;
+    let sent = Job::new()
+        .org(org)
+        .status(JobStatus::Sent)
+        .insert(&client)
+        .await;
+    let since = (chrono::Utc::now() - chrono::TimeDelta::minutes(30)).to_rfc3339();
+    let filter = json!({"status": "dead", "since": since, "error_code": "Throttling", "limit": 3});
+    let (status, body) = parts(
+        &ingest
+            .handle(requeue_dead(org, filter.clone()).build())
+            .await,
+    );
+    assert_eq!((status, &body), (StatusCode::OK, &json!({"requeued": 3})));
+    let (_, body) = parts(&ingest.handle(requeue_dead(org, filter).build()).await);
+    assert_eq!(
+        body,
+        json!({"requeued": 1}),
+        "the limit leaves the rest to the next call"
+    );
+    let status_of = |id: Uuid| {
+        let client = &client;
+        async move {
+            client
+                .query_one("SELECT status::text FROM job_states WHERE id = $1", &[&id])
+                .await
+                .unwrap()
+                .get::<_, String>(0)
+        }
+    };
+    for id in &outage {
+        assert_eq!(status_of(*id).await, "pending");
+    }
+    for (id, why) in [
+        (earlier, "died before since"),
+        (invalid, "another error"),
+        (others, "another organization's"),
+    ] {
+        assert_eq!(status_of(id).await, "dead", "{why}");
+    }
+    assert_eq!(status_of(sent).await, "sent");
+    // requeued as one requeue does: a fresh budget on top of the attempts used, due now
+    let claimed = db
+        .store()
+        .await
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
+    let ids: HashSet<Uuid> = claimed.iter().map(|j| j.id).collect();
+    assert_eq!(ids, outage.iter().copied().collect());
+    assert!(
+        claimed
+            .iter()
+            .all(|j| j.attempt == 6 && j.max_attempts == 10)
+    );
+}
+
+#[tokio::test]
+async fn a_bulk_requeue_of_anything_but_dead_jobs_is_refused_and_changes_nothing() {
+    let db = TestDb::new().await;
+    let ingest = service(&db).await;
+    let org = new_org();
+    let id = Job::new()
+        .org(org)
+        .status(JobStatus::Dead)
+        .insert(&db.client().await)
+        .await;
+    for body in [
+        json!({}),
+        json!({"status": "failed"}),
+        json!({"status": "dead", "limit": 1001}),
+        json!({"status": "dead", "since": "2030-01-02T00:00:00Z", "until": "2030-01-01T00:00:00Z"}),
+        json!({"status": "dead", "ids": [id]}),
+    ] {
+        let (status, answer) = parts(&ingest.handle(requeue_dead(org, body.clone()).build()).await);
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], "validation_failed", "{body}");
+    }
+    let job = JobStore::get(&db.store().await, org, id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(job.status, JobStatus::Dead);
+    let response = ingest
+        .handle(
+            ApiRequest::new(Version::V2, "GET", "/notifications/requeue")
+                .org(org)
+                .build(),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(header(&response, "allow"), Some("POST"));
+}

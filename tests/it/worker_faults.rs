@@ -704,6 +704,12 @@ impl notify_core::store::JobStore for FailingRecords {
     async fn release(&self, p: Release<'_>) -> Result<Vec<Uuid>, StoreError> {
         self.inner.release(p).await
     }
+    async fn requeue_dead(
+        &self,
+        p: notify_core::store::RequeueDead<'_>,
+    ) -> Result<u64, StoreError> {
+        self.inner.requeue_dead(p).await
+    }
     async fn expire(&self, p: Expire) -> Result<u64, StoreError> {
         self.inner.expire(p).await
     }

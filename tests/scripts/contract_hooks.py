@@ -7,7 +7,7 @@ function-URL emulation answers some requests with a 500 of its own (RFC 7807 tex
 - a request it cannot put into a Lambda event: a body that is not UTF-8 (the negative phase's
   random bytes) or a header value that is not (a Latin-1 character, which `requests` sends as
   one byte). AWS base64-encodes such a body (`isBase64Encoded`) and the function refuses it with
-  400 (functions/ingest/src/event.rs and its tests; tests/it/ingest_property.rs sends bad
+  400 (shared/api/src/event.rs and its tests; tests/it/ingest_property.rs sends bad
   UTF-8 too). Such requests are sent as UTF-8 the emulator can carry, keeping what made them
   invalid: a header value spelled in UTF-8 (the function sees the same characters), a body's
   undecodable bytes replaced by U+FFFD (still not the JSON object any operation takes);

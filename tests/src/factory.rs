@@ -30,6 +30,7 @@ pub struct Job {
     created_secs_ago: f64,
     updated_secs_ago: f64,
     expires_in_secs: Option<f64>,
+    last_error: Option<String>,
 }
 
 impl Default for Job {
@@ -52,6 +53,7 @@ impl Job {
             created_secs_ago: 0.0,
             updated_secs_ago: 0.0,
             expires_in_secs: None,
+            last_error: None,
         }
     }
 
@@ -116,6 +118,12 @@ impl Job {
         self
     }
 
+    /// The last attempt's error (`Code: message`): what ended a dead job, say.
+    pub fn last_error(mut self, error: &str) -> Self {
+        self.last_error = Some(error.to_owned());
+        self
+    }
+
     /// Last changed this many seconds ago (retention).
     pub fn updated_ago(mut self, secs: f64) -> Self {
         self.updated_secs_ago = secs;
@@ -159,7 +167,7 @@ impl Job {
                     created_at: now - secs(self.created_secs_ago) + TimeDelta::microseconds(g),
                     updated_at: now - secs(self.updated_secs_ago),
                     expires_at: self.expires_in_secs.map(|s| now + secs(s)),
-                    last_error: None,
+                    last_error: self.last_error.clone(),
                 }
             })
             .collect()

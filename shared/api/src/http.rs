@@ -17,6 +17,8 @@ pub(crate) enum Route {
     Get(String),
     Cancel(String),
     Requeue(String),
+    /// `POST /notifications/requeue`: dead jobs, many at once.
+    RequeueDead,
     ListSuppressions,
     AddSuppression,
     /// The recipient as the path spells it, still URL-encoded.
@@ -53,6 +55,14 @@ pub(crate) fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
         ["notifications", "batch"] => match method {
             Method::POST => (Some(Route::Batch), "POST /notifications/batch", "POST"),
             _ => (None, "/notifications/batch", "POST"),
+        },
+        ["notifications", "requeue"] => match method {
+            Method::POST => (
+                Some(Route::RequeueDead),
+                "POST /notifications/requeue",
+                "POST",
+            ),
+            _ => (None, "/notifications/requeue", "POST"),
         },
         ["notifications", id] => match method {
             Method::GET => (

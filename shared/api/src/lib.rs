@@ -11,6 +11,7 @@ pub mod event;
 mod http;
 mod listing;
 mod metrics;
+pub mod requeue;
 pub mod suppressions;
 pub mod trace;
 pub mod validate;
@@ -228,6 +229,7 @@ impl Ingest {
             Route::Get(id) => self.get(organization_id, &id).await,
             Route::Cancel(id) => self.transition(organization_id, &id, Change::Cancel).await,
             Route::Requeue(id) => self.transition(organization_id, &id, Change::Requeue).await,
+            Route::RequeueDead => self.requeue_dead(req, organization_id).await,
             Route::ListSuppressions => self.list_suppressions(req, organization_id).await,
             Route::AddSuppression => self.add_suppression(req, organization_id).await,
             Route::RemoveSuppression(recipient) => {

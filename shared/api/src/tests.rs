@@ -78,6 +78,9 @@ impl JobStore for Untouchable {
     async fn release(&self, _: Release<'_>) -> Result<Vec<Uuid>, StoreError> {
         touched("release")
     }
+    async fn requeue_dead(&self, _: RequeueDead<'_>) -> Result<u64, StoreError> {
+        touched("requeue_dead")
+    }
     async fn expire(&self, _: Expire) -> Result<u64, StoreError> {
         touched("expire")
     }

@@ -107,6 +107,20 @@ pub struct Release<'a> {
     pub now: Now,
 }
 
+/// [`JobStore::requeue_dead`]: which of an organization's dead jobs to put back in the queue.
+#[derive(Debug, Clone, Copy)]
+pub struct RequeueDead<'a> {
+    pub organization_id: Uuid,
+    /// Those that died at or after this.
+    pub since: Option<DateTime<Utc>>,
+    /// Those that died before this.
+    pub until: Option<DateTime<Utc>>,
+    /// Those ended by this error code (`InvalidParameter`, `Throttling`, …).
+    pub error_code: Option<&'a str>,
+    /// At most this many, the oldest deaths first.
+    pub limit: u32,
+}
+
 /// [`JobStore::expire`]: up to `limit` waiting jobs past their expiry.
 #[derive(Debug, Clone, Copy)]
 pub struct Expire {
@@ -483,6 +497,10 @@ pub trait JobStore: Send + Sync {
 
     /// Puts a dead job of the organization back to pending with a fresh attempt budget.
     async fn requeue(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError>;
+
+    /// Puts the organization's dead jobs that `p` names back to pending, each as
+    /// [`JobStore::requeue`] does one, in one statement; how many.
+    async fn requeue_dead(&self, p: RequeueDead<'_>) -> Result<u64, StoreError>;
 
     /// A page of the organization's jobs, oldest first, after `after`, optionally one status.
     async fn list(

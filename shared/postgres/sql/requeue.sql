@@ -5,6 +5,7 @@
 -- Reads the partitions of the days its id gives only. Deleting the outcome row locks its
 -- day's partition until this commits, so the day cannot be dropped meanwhile
 -- (history_drop_days), and a day dropped first leaves nothing to requeue: the job is gone.
+-- requeue_dead.sql requeues many at once with the same `kept_attempt`.
 WITH removed AS (
     DELETE FROM job_outcomes
     WHERE job_id = $1 AND organization_id = $2 AND status = 'dead'
@@ -12,6 +13,7 @@ WITH removed AS (
     RETURNING job_id, created_at, attempts, max_attempts, tries, provider, provider_message_id,
               error_code, error_message, started_at, finished_at
 ),
+-- @part kept_attempt
 kept_attempt AS (
     INSERT INTO job_attempts
         (job_id, job_created_at, attempt, provider, provider_message_id, error_code,
@@ -21,6 +23,7 @@ kept_attempt AS (
     FROM removed
     WHERE started_at IS NOT NULL
 ),
+-- @end kept_attempt
 queued AS (
     INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
                            next_attempt_at, expires_at, attempts, max_attempts, tries,

@@ -199,6 +199,11 @@ rows! {
         recorded: bool = BOOL,
     }
 
+    /// requeue_dead.sql
+    RequeuedRow {
+        requeued: i64 = INT8,
+    }
+
     /// A job's id (release.sql, and the statements for tests).
     IdRow {
         id: Uuid = UUID,
@@ -319,6 +324,7 @@ queries! {
     RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ] -> IdRow;
     CANCEL = "cancel.sql" [UUID, UUID] -> SummaryRow;
     REQUEUE = "requeue.sql" [UUID, UUID] -> SummaryRow;
+    REQUEUE_DEAD = "requeue_dead.sql" [UUID, TIMESTAMPTZ, TIMESTAMPTZ, TEXT, INT8] -> RequeuedRow;
     JOB_STATUS = "job_status.sql" [UUID, UUID] -> StatusRow;
     LIST_JOBS = "list_jobs.sql" [UUID, TEXT, TIMESTAMPTZ, UUID, INT8] -> PageRow;
     RECORD_FEEDBACK = "record_feedback.sql" [

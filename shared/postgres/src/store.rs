@@ -17,8 +17,8 @@ use notify_core::domain::{Channel, JobStatus};
 use notify_core::store::{
     At, Claim, ClaimedJob, Complete, CompleteAndClaim, CompleteReport, Completion, CountIngest,
     Decision, DeliveryView, DropHistoryDays, DroppedDays, Expire, IngestWindow, Inserted, JobStore,
-    JobSummary, JobView, ListCursor, NewJob, PruneFeedback, Release, StoreError, Sweep,
-    SweepReport, Transition,
+    JobSummary, JobView, ListCursor, NewJob, PruneFeedback, Release, RequeueDead, StoreError,
+    Sweep, SweepReport, Transition,
 };
 
 use crate::sql::{self, FromRow, Query};
@@ -620,6 +620,22 @@ impl JobStore for PgStore {
 
     async fn requeue(&self, organization_id: Uuid, id: Uuid) -> Result<Transition, StoreError> {
         self.transition(&sql::REQUEUE, organization_id, id).await
+    }
+
+    async fn requeue_dead(&self, p: RequeueDead<'_>) -> Result<u64, StoreError> {
+        let row = self
+            .query_one(
+                &sql::REQUEUE_DEAD,
+                &[
+                    &p.organization_id,
+                    &p.since,
+                    &p.until,
+                    &p.error_code,
+                    &i64::from(p.limit),
+                ],
+            )
+            .await?;
+        Ok(row.requeued.max(0) as u64)
     }
 
     async fn list(
