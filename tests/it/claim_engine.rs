@@ -8,7 +8,9 @@ use chrono::Utc;
 use integration_tests::factory::Job;
 use integration_tests::{TestDb, insert_due_jobs};
 use notify_core::domain::{Channel, JobStatus};
-use notify_core::store::{At, Claim, Complete, CompleteAndClaim, Completion, Decision, JobStore};
+use notify_core::store::{
+    At, Claim, Complete, CompleteAndClaim, Completion, Decision, JobStore, QueueDepth,
+};
 use notify_postgres::sql;
 use tokio_postgres::Client;
 use uuid::Uuid;
@@ -437,15 +439,16 @@ async fn the_claim_part_sees_jobs_the_completion_makes_due_only_in_the_next_roun
     assert_eq!((again[0].id, again[0].attempt), (first[0].id, 2));
 }
 
-/// The backlog's age is the oldest due job's wait: jobs not yet due, jobs claimed or finished
-/// do not count, and an empty backlog is 0.
+/// The queue by state, and the backlog's age, the oldest due job's wait: jobs not yet due,
+/// jobs claimed or finished do not count towards it, and an empty backlog is 0.
 #[tokio::test]
-async fn the_backlog_age_is_the_oldest_due_jobs_wait() {
+async fn the_queue_depth_counts_each_state_and_the_backlog_age_is_the_oldest_due_jobs_wait() {
     let db = TestDb::new().await;
     let client = db.client().await;
     let store = db.store().await;
     let now = Utc::now();
-    assert_eq!(store.backlog_age(At { now: Some(now) }).await.unwrap(), 0.0);
+    let depth = || store.queue_depth(At { now: Some(now) });
+    assert_eq!(depth().await.unwrap(), QueueDepth::default());
     Job::new().due_in(3600.0).insert(&client).await;
     Job::new()
         .due_in(-900.0)
@@ -457,14 +460,33 @@ async fn the_backlog_age_is_the_oldest_due_jobs_wait() {
         .status(JobStatus::Processing)
         .insert(&client)
         .await;
-    assert_eq!(store.backlog_age(At { now: Some(now) }).await.unwrap(), 0.0);
+    Job::new()
+        .due_in(600.0)
+        .status(JobStatus::Failed)
+        .insert_many(&client, 2)
+        .await;
+    assert_eq!(
+        depth().await.unwrap(),
+        QueueDepth {
+            backlog_age_secs: 0.0,
+            due: 0,
+            processing: 1,
+            held: 2,
+            scheduled: 1,
+        }
+    );
     Job::new().due_in(-30.0).insert(&client).await;
     Job::new()
         .due_in(-90.0)
         .status(JobStatus::Failed)
         .insert(&client)
         .await;
-    let age = store.backlog_age(At { now: Some(now) }).await.unwrap();
+    let queue = depth().await.unwrap();
+    assert_eq!(
+        (queue.due, queue.processing, queue.held, queue.scheduled),
+        (2, 1, 2, 1)
+    );
+    let age = queue.backlog_age_secs;
     assert!((89.0..=92.0).contains(&age), "{age}");
 }
 

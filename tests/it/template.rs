@@ -1771,6 +1771,32 @@ fn the_dashboard_shows_every_metric_and_every_functions_errors_throttles_and_dur
         "the dashboard does not show Refused by Code (a SEARCH over the Code dimension)"
     );
 
+    // the provider latencies are value arrays: their percentiles are CloudWatch's own
+    for metric in ["SmsProviderLatency", "EmailProviderLatency"] {
+        for stat in ["p50", "p99"] {
+            assert!(
+                shows(
+                    notify_core::worker::METRIC_NAMESPACE,
+                    metric,
+                    &service,
+                    Some(stat)
+                ),
+                "the dashboard does not show {metric} {stat}"
+            );
+        }
+    }
+    for state in notify_core::telemetry::emf::QUEUE_STATES {
+        assert!(
+            shows(
+                notify_core::worker::METRIC_NAMESPACE,
+                notify_core::telemetry::emf::QUEUE_DEPTH,
+                &[("Service", notify_core::worker::SERVICE), ("State", state)],
+                None
+            ),
+            "the dashboard does not show the queue's {state} jobs"
+        );
+    }
+
     for function in app_functions(&t) {
         let name = format!("<{function}>");
         let dimension = [("FunctionName", name.as_str())];

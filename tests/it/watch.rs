@@ -15,7 +15,9 @@ use integration_tests::stand_in::{self, Recipients};
 use integration_tests::watch::{self, CALL, FIRST_CALL, Reply, Watch};
 use integration_tests::{TestDb, count};
 use notify_core::feedback::events;
-use notify_core::telemetry::emf::{INGEST_METRICS, WORKER_METRICS, published};
+use notify_core::telemetry::emf::{
+    INGEST_METRICS, QUEUE_DEPTH, QUEUE_STATES, WORKER_METRICS, published,
+};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -310,6 +312,21 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
         );
     }
     assert_eq!(documents[0]["Sent"], 2, "{}", documents[0]);
+    for channel in ["SmsProviderLatency", "EmailProviderLatency"] {
+        assert_eq!(
+            documents[0][channel].as_array().map(Vec::len),
+            Some(1),
+            "one latency per provider call, as an array: {}",
+            documents[0]
+        );
+    }
+    // the queue by state, each a QueueDepth document with its State
+    let states: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.get("_aws").is_some() && l.get(QUEUE_DEPTH).is_some())
+        .filter_map(|l| l["State"].as_str())
+        .collect();
+    assert_eq!(states, QUEUE_STATES, "{}", watch.log_tail(30));
     let delivered = lines
         .iter()
         .find(|l| l["message"] == "delivered to the provider" && l["job_id"] == id.as_str())

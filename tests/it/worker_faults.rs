@@ -731,7 +731,7 @@ impl notify_core::store::JobStore for FailingRecords {
     async fn prune_rate_windows(&self, p: At) -> Result<u64, StoreError> {
         self.inner.prune_rate_windows(p).await
     }
-    async fn backlog_age(&self, p: At) -> Result<f64, StoreError> {
-        self.inner.backlog_age(p).await
+    async fn queue_depth(&self, p: At) -> Result<notify_core::store::QueueDepth, StoreError> {
+        self.inner.queue_depth(p).await
     }
 }

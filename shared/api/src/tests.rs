@@ -102,8 +102,8 @@ impl JobStore for Untouchable {
     async fn prune_rate_windows(&self, _: At) -> Result<u64, StoreError> {
         touched("prune_rate_windows")
     }
-    async fn backlog_age(&self, _: At) -> Result<f64, StoreError> {
-        touched("backlog_age")
+    async fn queue_depth(&self, _: At) -> Result<QueueDepth, StoreError> {
+        touched("queue_depth")
     }
 }
 

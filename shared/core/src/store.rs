@@ -312,6 +312,21 @@ pub struct SweepReport {
     pub dead: u64,
 }
 
+/// The open jobs by state ([`JobStore::queue_depth`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QueueDepth {
+    /// How long the oldest due job has waited, in seconds (0 when none is due).
+    pub backlog_age_secs: f64,
+    /// Unclaimed and due now.
+    pub due: u64,
+    /// Claimed by a worker.
+    pub processing: u64,
+    /// Waiting to be tried again after a failed or held attempt.
+    pub held: u64,
+    /// Not due yet and never tried.
+    pub scheduled: u64,
+}
+
 /// The history's days a [`JobStore::drop_history_days`] call dropped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct DroppedDays {
@@ -554,8 +569,8 @@ pub trait JobStore: Send + Sync {
     /// Deletes rate-limit windows older than an hour.
     async fn prune_rate_windows(&self, p: At) -> Result<u64, StoreError>;
 
-    /// How long the oldest due job has waited, in seconds (0 when none is due).
-    async fn backlog_age(&self, p: At) -> Result<f64, StoreError>;
+    /// The open jobs by state, and how long the oldest due job has waited.
+    async fn queue_depth(&self, p: At) -> Result<QueueDepth, StoreError>;
 }
 
 #[cfg(test)]

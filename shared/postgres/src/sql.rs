@@ -242,9 +242,13 @@ rows! {
         resets_in_secs: i32 = INT4,
     }
 
-    /// backlog_age.sql
-    AgeRow {
+    /// queue_depth.sql
+    QueueDepthRow {
         age: f64 = FLOAT8,
+        due: i64 = INT8,
+        processing: i64 = INT8,
+        held: i64 = INT8,
+        scheduled: i64 = INT8,
     }
 
     /// An entry of a suppression list (list_suppressions.sql).
@@ -303,7 +307,7 @@ queries! {
     ] -> CompletionRow + ClaimRow;
     COUNT_INGEST = "count_ingest.sql" [UUID, INT4, TIMESTAMPTZ] -> IngestWindowRow;
     PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ] -> NoRows;
-    BACKLOG_AGE = "backlog_age.sql" [TIMESTAMPTZ] -> AgeRow;
+    QUEUE_DEPTH = "queue_depth.sql" [TIMESTAMPTZ] -> QueueDepthRow;
     INSERT_JOBS = "insert_jobs.sql" [
         UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
         TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY

@@ -17,8 +17,8 @@ use notify_core::domain::{Channel, JobStatus};
 use notify_core::store::{
     At, Claim, ClaimedJob, Complete, CompleteAndClaim, CompleteReport, Completion, CountIngest,
     Decision, DeliveryView, DropHistoryDays, DroppedDays, Expire, IngestWindow, Inserted, JobStore,
-    JobSummary, JobView, ListCursor, NewJob, PruneFeedback, Release, RequeueDead, StoreError,
-    Sweep, SweepReport, Transition,
+    JobSummary, JobView, ListCursor, NewJob, PruneFeedback, QueueDepth, Release, RequeueDead,
+    StoreError, Sweep, SweepReport, Transition,
 };
 
 use crate::sql::{self, FromRow, Query};
@@ -878,8 +878,15 @@ impl JobStore for PgStore {
         self.execute(&sql::PRUNE_COUNTERS, &[&now]).await
     }
 
-    async fn backlog_age(&self, At { now }: At) -> Result<f64, StoreError> {
-        let row = self.query_one(&sql::BACKLOG_AGE, &[&now]).await?;
-        Ok(row.age.max(0.0))
+    async fn queue_depth(&self, At { now }: At) -> Result<QueueDepth, StoreError> {
+        let row = self.query_one(&sql::QUEUE_DEPTH, &[&now]).await?;
+        let count = |n: i64| n.max(0) as u64;
+        Ok(QueueDepth {
+            backlog_age_secs: row.age.max(0.0),
+            due: count(row.due),
+            processing: count(row.processing),
+            held: count(row.held),
+            scheduled: count(row.scheduled),
+        })
     }
 }

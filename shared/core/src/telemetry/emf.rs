@@ -16,22 +16,32 @@ pub const SERVICE: &str = "notification-service";
 /// - `Sent`, `Retried`, `Held`, `Dead`, `Fenced`: attempts by outcome (`Held`: given back
 ///   for account or configuration trouble or an outage; `Fenced`: the job had been swept
 ///   and claimed again meanwhile);
-/// - `{Sms,Email}ProviderLatency{P50,P99}`: the provider calls' latency in this invocation
-///   (ms, nearest rank), present when the channel had calls;
+/// - `{Sms,Email}ProviderLatency`: every provider call's latency in this invocation (ms), as
+///   EMF value arrays, from which CloudWatch computes true percentiles (p50, p99) across
+///   invocations; present when the channel had calls;
 /// - `BacklogAgeSeconds`: how long the oldest due job has waited (0: none due), measured at
-///   the start of an invocation at most once a minute per instance.
-pub const WORKER_METRICS: [&str; 10] = [
+///   the start of an invocation at most once a minute per instance, with [`QUEUE_DEPTH`].
+pub const WORKER_METRICS: [&str; 8] = [
     "Sent",
     "Retried",
     "Held",
     "Dead",
     "Fenced",
-    "SmsProviderLatencyP50",
-    "SmsProviderLatencyP99",
-    "EmailProviderLatencyP50",
-    "EmailProviderLatencyP99",
+    "SmsProviderLatency",
+    "EmailProviderLatency",
     "BacklogAgeSeconds",
 ];
+
+/// The worker's queue metric: the open jobs by state, dimensions `Service` and `State` (one
+/// of [`QUEUE_STATES`]), measured with `BacklogAgeSeconds`.
+pub const QUEUE_DEPTH: &str = "QueueDepth";
+
+/// The states of [`QUEUE_DEPTH`]: due now and unclaimed; claimed by a worker; waiting to be
+/// tried again after a failed or held attempt; not due yet and never tried (`send_at` ahead).
+pub const QUEUE_STATES: [&str; 4] = ["Due", "Processing", "Held", "Scheduled"];
+
+/// The most values one EMF metric may hold in one document (CloudWatch's limit).
+pub const MAX_VALUES: usize = 100;
 
 /// The sweeper's metrics: `Dead` (a lost worker's job with no attempt left), `Expired` (jobs
 /// that expired undelivered), `FeedbackDropped` (provider events that never found their
@@ -102,6 +112,23 @@ impl Emf {
     /// Adds a count with the `Service` dimension.
     pub fn count(self, name: &str, value: u64) -> Self {
         self.metric(name, Unit::Count, value as f64)
+    }
+
+    /// Adds `name` as an array of values (at most [`MAX_VALUES`]; CloudWatch keeps each as a
+    /// sample, so statistics such as p99 are computed over all of them) with `Service`.
+    pub fn values(mut self, name: &str, unit: Unit, values: &[f64]) -> Self {
+        debug_assert!(
+            values.len() <= MAX_VALUES,
+            "{name}: {} values",
+            values.len()
+        );
+        let definition = json!({"Name": name, "Unit": unit.as_str()});
+        match self.directives.iter_mut().find(|(d, _)| d.is_empty()) {
+            Some((_, metrics)) => metrics.push(definition),
+            None => self.directives.push((Vec::new(), vec![definition])),
+        }
+        self.values.insert(name.to_owned(), json!(values));
+        self
     }
 
     /// Sets a dimension's value (a property of the document, e.g. `Code`).
@@ -181,8 +208,17 @@ pub fn published(line: &str) -> Option<Vec<(String, Vec<Vec<String>>)>> {
             serde_json::from_value(directive.get("Dimensions")?.clone()).ok()?;
         for metric in directive.get("Metrics")?.as_array()? {
             let name = metric.get("Name")?.as_str()?.to_owned();
-            // a metric without its value in the document is not published
-            document.get(&name)?.as_f64()?;
+            // a metric without its value (a number, or an array of them) is not published
+            match document.get(&name)? {
+                Value::Array(values) => {
+                    if values.is_empty() || values.iter().any(|v| v.as_f64().is_none()) {
+                        return None;
+                    }
+                }
+                value => {
+                    value.as_f64()?;
+                }
+            }
             for set in &dimensions {
                 // every dimension a set names must have a value in the document
                 if set
@@ -228,11 +264,11 @@ mod tests {
             .dimension("Code", "validation_failed")
             .count("Refused", 1)
             .metric_by(&["Code"], "Refused", Unit::Count, 1.0)
-            .metric("SmsProviderLatencyP99", Unit::Milliseconds, 12.5)
+            .metric("ExampleLatency", Unit::Milliseconds, 12.5)
             .line();
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["Code"], "validation_failed");
-        assert_eq!(v["SmsProviderLatencyP99"], 12.5);
+        assert_eq!(v["ExampleLatency"], 12.5);
         let published = published(&line).unwrap();
         assert_eq!(
             published,
@@ -245,7 +281,7 @@ mod tests {
                     ]
                 ),
                 (
-                    "SmsProviderLatencyP99".to_owned(),
+                    "ExampleLatency".to_owned(),
                     vec![vec!["Service".to_owned()]]
                 ),
             ]

@@ -1,16 +1,17 @@
-//! The worker's metric line: one Embedded Metric Format document per invocation with every
-//! name in [`WORKER_METRICS`](crate::telemetry::emf::WORKER_METRICS) that applies.
+//! The worker's metric lines: one Embedded Metric Format document per invocation with every
+//! name in [`WORKER_METRICS`] that applies, a document per further hundred provider calls of
+//! a channel, and, when the queue was measured, one [`QUEUE_DEPTH`] document per state.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::domain::Channel;
-use crate::stats::nearest_rank;
-use crate::telemetry::emf::{Emf, Unit};
+use crate::store::QueueDepth;
+use crate::telemetry::emf::{Emf, MAX_VALUES, QUEUE_DEPTH, QUEUE_STATES, Unit, WORKER_METRICS};
 
 use super::WorkerSummary;
 
-/// How often one instance measures the backlog's age.
+/// How often one instance measures the queue.
 pub const BACKLOG_EVERY: Duration = Duration::from_secs(60);
 
 /// Provider-call latencies of one invocation, per channel (ms).
@@ -33,62 +34,79 @@ impl Latencies {
         self.email.extend(other.email);
     }
 
-    /// (p50, p99) of a channel's calls, `None` without calls.
-    pub fn percentiles(&self, channel: Channel) -> Option<(f64, f64)> {
-        let mut values = match channel {
-            Channel::Sms => self.sms.clone(),
-            Channel::Email => self.email.clone(),
+    /// A channel's calls, in the order they finished (ms, to the microsecond).
+    pub fn of(&self, channel: Channel) -> Vec<f64> {
+        let values = match channel {
+            Channel::Sms => &self.sms,
+            Channel::Email => &self.email,
         };
-        values.sort_by(f64::total_cmp);
-        Some((nearest_rank(&values, 0.50)?, nearest_rank(&values, 0.99)?))
+        values.iter().map(|ms| round3(*ms)).collect()
     }
 }
 
-/// The invocation's metric line: outcome counts always, a channel's latencies when it had
-/// calls, the backlog's age when it was measured.
-pub fn worker_line(
+/// The latency metric of each channel.
+const LATENCY: [(Channel, &str); 2] = [
+    (Channel::Sms, "SmsProviderLatency"),
+    (Channel::Email, "EmailProviderLatency"),
+];
+
+/// The invocation's metric lines: the first has the outcome counts always, a channel's first
+/// hundred latencies when it had calls, the backlog's age when the queue was measured; then a
+/// line per further hundred latencies, and one per queue state.
+pub fn worker_lines(
     summary: &WorkerSummary,
     latencies: &Latencies,
-    backlog_age_secs: Option<f64>,
+    queue: Option<QueueDepth>,
     timestamp_ms: i64,
-) -> String {
-    let mut emf = Emf::new(timestamp_ms)
+) -> Vec<String> {
+    debug_assert_eq!(WORKER_METRICS.len(), 8);
+    let mut first = Emf::new(timestamp_ms)
         .count("Sent", summary.sent)
         .count("Retried", summary.retried)
         .count("Held", summary.held)
         .count("Dead", summary.dead)
         .count("Fenced", summary.fenced);
-    for (channel, p50, p99) in [
-        (
-            Channel::Sms,
-            "SmsProviderLatencyP50",
-            "SmsProviderLatencyP99",
-        ),
-        (
-            Channel::Email,
-            "EmailProviderLatencyP50",
-            "EmailProviderLatencyP99",
-        ),
-    ] {
-        if let Some((at50, at99)) = latencies.percentiles(channel) {
-            emf = emf.metric(p50, Unit::Milliseconds, round3(at50)).metric(
-                p99,
-                Unit::Milliseconds,
-                round3(at99),
+    let mut more = Vec::new();
+    for (channel, name) in LATENCY {
+        let values = latencies.of(channel);
+        let mut chunks = values.chunks(MAX_VALUES);
+        if let Some(chunk) = chunks.next() {
+            first = first.values(name, Unit::Milliseconds, chunk);
+        }
+        more.extend(chunks.map(|chunk| {
+            Emf::new(timestamp_ms)
+                .values(name, Unit::Milliseconds, chunk)
+                .line()
+        }));
+    }
+    if let Some(queue) = queue {
+        first = first.metric(
+            "BacklogAgeSeconds",
+            Unit::Seconds,
+            round3(queue.backlog_age_secs),
+        );
+    }
+    let mut lines = vec![first.line()];
+    lines.extend(more);
+    if let Some(queue) = queue {
+        let counts = [queue.due, queue.processing, queue.held, queue.scheduled];
+        for (state, count) in QUEUE_STATES.into_iter().zip(counts) {
+            lines.push(
+                Emf::new(timestamp_ms)
+                    .dimension("State", state)
+                    .metric_by(&["State"], QUEUE_DEPTH, Unit::Count, count as f64)
+                    .line(),
             );
         }
     }
-    if let Some(age) = backlog_age_secs {
-        emf = emf.metric("BacklogAgeSeconds", Unit::Seconds, round3(age));
-    }
-    emf.line()
+    lines
 }
 
 fn round3(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
 
-/// Whether this instance should measure the backlog now: the first time, then at most once
+/// Whether this instance should measure the queue now: the first time, then at most once
 /// per [`BACKLOG_EVERY`] (a worker invoked every minute measures once per invocation; one
 /// polling for minutes, once a minute).
 pub fn backlog_due(last: &Mutex<Option<Instant>>, now: Instant) -> bool {
@@ -105,10 +123,14 @@ pub fn backlog_due(last: &Mutex<Option<Instant>>, now: Instant) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::emf::{WORKER_METRICS, published};
+    use crate::telemetry::emf::published;
+
+    fn names(line: &str) -> Vec<String> {
+        published(line).unwrap().into_iter().map(|m| m.0).collect()
+    }
 
     #[test]
-    fn the_line_has_every_worker_metric_when_both_channels_were_called() {
+    fn the_first_line_has_every_worker_metric_and_the_latencies_as_arrays() {
         let summary = WorkerSummary {
             claimed: 7,
             sent: 3,
@@ -122,28 +144,70 @@ mod tests {
         for ms in 1..=100 {
             latencies.add(Channel::Sms, f64::from(ms));
         }
-        latencies.add(Channel::Email, 42.0);
-        let line = worker_line(&summary, &latencies, Some(12.5), 1);
-        let names: Vec<String> = published(&line).unwrap().into_iter().map(|m| m.0).collect();
-        assert_eq!(names, WORKER_METRICS.map(String::from).to_vec());
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        latencies.add(Channel::Email, 42.0004);
+        let queue = QueueDepth {
+            backlog_age_secs: 12.5,
+            due: 4,
+            processing: 3,
+            held: 2,
+            scheduled: 1,
+        };
+        let lines = worker_lines(&summary, &latencies, Some(queue), 1);
+        assert_eq!(names(&lines[0]), WORKER_METRICS.map(String::from).to_vec());
+        let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         assert_eq!(v["Sent"], 3);
         assert_eq!(v["Fenced"], 1);
-        assert_eq!(v["SmsProviderLatencyP50"], 50);
-        assert_eq!(v["SmsProviderLatencyP99"], 99);
-        assert_eq!(v["EmailProviderLatencyP99"], 42);
+        assert_eq!(v["SmsProviderLatency"].as_array().unwrap().len(), 100);
+        assert_eq!(v["SmsProviderLatency"][99].as_f64(), Some(100.0));
+        assert_eq!(v["EmailProviderLatency"], serde_json::json!([42.0]));
         assert_eq!(v["BacklogAgeSeconds"], 12.5);
+        // then one line per state, each a QueueDepth with its State
+        assert_eq!(lines.len(), 1 + QUEUE_STATES.len());
+        for (line, (state, count)) in lines[1..].iter().zip(QUEUE_STATES.iter().zip([4, 3, 2, 1])) {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["State"], *state);
+            assert_eq!(v[QUEUE_DEPTH], count);
+            assert_eq!(
+                published(line).unwrap(),
+                [(
+                    QUEUE_DEPTH.to_owned(),
+                    vec![vec!["Service".to_owned(), "State".to_owned()]]
+                )]
+            );
+        }
     }
 
     #[test]
-    fn a_channel_without_calls_and_an_unmeasured_backlog_are_left_out() {
-        let line = worker_line(&WorkerSummary::default(), &Latencies::default(), None, 1);
-        let names: Vec<String> = published(&line).unwrap().into_iter().map(|m| m.0).collect();
-        assert_eq!(names, ["Sent", "Retried", "Held", "Dead", "Fenced"]);
+    fn more_than_a_hundred_calls_take_more_lines() {
+        let mut latencies = Latencies::default();
+        for ms in 0..250 {
+            latencies.add(Channel::Email, f64::from(ms));
+        }
+        let lines = worker_lines(&WorkerSummary::default(), &latencies, None, 1);
+        assert_eq!(lines.len(), 3);
+        let sizes: Vec<usize> = lines
+            .iter()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["EmailProviderLatency"].as_array().unwrap().len()
+            })
+            .collect();
+        assert_eq!(sizes, [100, 100, 50], "every call counted once");
+        assert_eq!(names(&lines[2]), ["EmailProviderLatency"]);
     }
 
     #[test]
-    fn the_backlog_is_measured_at_most_once_a_minute() {
+    fn a_channel_without_calls_and_an_unmeasured_queue_are_left_out() {
+        let lines = worker_lines(&WorkerSummary::default(), &Latencies::default(), None, 1);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(
+            names(&lines[0]),
+            ["Sent", "Retried", "Held", "Dead", "Fenced"]
+        );
+    }
+
+    #[test]
+    fn the_queue_is_measured_at_most_once_a_minute() {
         let last = Mutex::new(None);
         let start = Instant::now();
         assert!(backlog_due(&last, start));

@@ -26,12 +26,12 @@ use crate::delivery::{
 };
 use crate::store::{
     At, Claim, ClaimedJob, CompleteAndClaim, CompleteReport, Completion, Decision, JobStore,
-    Release, StoreError,
+    QueueDepth, Release, StoreError,
 };
 
 pub use crate::telemetry::emf::{JOB_METRICS, METRIC_NAMESPACE, SERVICE, job_metrics};
 pub use decide::{BASE_BACKOFF, MAX_BACKOFF, backoff, backoff_step, decide};
-pub use metrics::{Latencies, worker_line};
+pub use metrics::{Latencies, worker_lines};
 
 /// Time kept free before the deadline besides the provider calls: claiming, completing and
 /// answering Lambda.
@@ -168,7 +168,7 @@ pub async fn run(
     deadline: Instant,
 ) -> Result<WorkerSummary, StoreError> {
     let started = Instant::now();
-    let backlog_age = backlog_age(store).await;
+    let queue = queue_depth(store).await;
     let mut summary = WorkerSummary::default();
     let mut latencies = Latencies::default();
     let result = work(
@@ -181,31 +181,26 @@ pub async fn run(
     )
     .await;
     summary.elapsed_ms = started.elapsed().as_millis() as u64;
-    // one Embedded Metric Format line per invocation, on stdout where CloudWatch reads it
-    // (also when a store error stops the invocation: what it did still counts)
-    println!(
-        "{}",
-        worker_line(
-            &summary,
-            &latencies,
-            backlog_age,
-            Utc::now().timestamp_millis()
-        )
-    );
+    // the Embedded Metric Format lines of the invocation, on stdout where CloudWatch reads
+    // them (also when a store error stops the invocation: what it did still counts)
+    for line in worker_lines(&summary, &latencies, queue, Utc::now().timestamp_millis()) {
+        println!("{line}");
+    }
     result.map(|()| summary)
 }
 
-/// The oldest due job's age in seconds, at most once a minute per instance (`None` when
-/// not measured now, or when the store could not say: that never stops the invocation).
-async fn backlog_age(store: &dyn JobStore) -> Option<f64> {
+/// The queue by state and the oldest due job's age, at most once a minute per instance
+/// (`None` when not measured now, or when the store could not say: that never stops the
+/// invocation).
+async fn queue_depth(store: &dyn JobStore) -> Option<QueueDepth> {
     static LAST: Mutex<Option<Instant>> = Mutex::new(None);
     if !metrics::backlog_due(&LAST, Instant::now()) {
         return None;
     }
-    match store.backlog_age(At { now: None }).await {
-        Ok(age) => Some(age),
+    match store.queue_depth(At::SERVER).await {
+        Ok(depth) => Some(depth),
         Err(err) => {
-            tracing::warn!(error = %crate::error::report(&err), "cannot measure the backlog's age");
+            tracing::warn!(error = %crate::error::report(&err), "cannot measure the queue");
             None
         }
     }
