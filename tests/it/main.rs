@@ -19,6 +19,7 @@ mod operations;
 mod rate_limits;
 mod readme;
 mod schema;
+mod sdk_retries;
 mod statements;
 mod suppressions;
 mod sweeper;

@@ -23,6 +23,8 @@ pub struct Proxy {
     delay_ms: Arc<AtomicU64>,
     /// When set, every request is answered with this instead of being forwarded.
     answer: Option<Arc<Vec<u8>>>,
+    /// How many requests were answered so ([`Proxy::answered`]).
+    answered: Arc<AtomicU64>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -37,17 +39,20 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("local address").port();
         let delay_ms = Arc::new(AtomicU64::new(delay.as_millis() as u64));
+        let answered = Arc::new(AtomicU64::new(0));
         let task = Some(tokio::spawn(serve(
             listener,
             upstream,
             delay_ms.clone(),
             None,
+            answered.clone(),
         )));
         Self {
             port,
             upstream,
             delay_ms,
             answer: None,
+            answered,
             task,
         }
     }
@@ -70,6 +75,12 @@ impl Proxy {
         self.answer = response.map(Arc::new);
         self.cut();
         self.restore().await;
+    }
+
+    /// How many requests [`Proxy::answer_with`]'s response has answered so far: the requests
+    /// a client really sent, its SDK's own retries included.
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::SeqCst)
     }
 
     /// Closes the port and every forwarded connection.
@@ -101,6 +112,7 @@ impl Proxy {
             self.upstream,
             self.delay_ms.clone(),
             self.answer.clone(),
+            self.answered.clone(),
         )));
     }
 }
@@ -116,6 +128,7 @@ async fn serve(
     upstream: SocketAddr,
     delay_ms: Arc<AtomicU64>,
     answer: Option<Arc<Vec<u8>>>,
+    answered: Arc<AtomicU64>,
 ) {
     // connections live in this task's JoinSet: aborting the task drops them all
     let mut connections = tokio::task::JoinSet::new();
@@ -124,7 +137,9 @@ async fn serve(
             continue;
         };
         match &answer {
-            Some(response) => connections.spawn(answer_all(inbound, response.clone())),
+            Some(response) => {
+                connections.spawn(answer_all(inbound, response.clone(), answered.clone()))
+            }
             None => connections.spawn(forward(inbound, upstream, delay_ms.clone())),
         };
         while connections.try_join_next().is_some() {}
@@ -133,7 +148,7 @@ async fn serve(
 
 /// Reads each HTTP/1.1 request on the connection (head, then `Content-Length` bytes of body)
 /// and answers it with `response`, until the client closes.
-async fn answer_all(mut inbound: TcpStream, response: Arc<Vec<u8>>) {
+async fn answer_all(mut inbound: TcpStream, response: Arc<Vec<u8>>, answered: Arc<AtomicU64>) {
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -159,6 +174,7 @@ async fn answer_all(mut inbound: TcpStream, response: Arc<Vec<u8>>) {
             }
         }
         pending.drain(..head_end + body_len);
+        answered.fetch_add(1, Ordering::SeqCst);
         if inbound.write_all(&response).await.is_err() {
             return;
         }

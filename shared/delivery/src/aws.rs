@@ -25,18 +25,34 @@ pub const SENDER_ID_ATTRIBUTE: &str = "AWS.SNS.SMS.SenderID";
 
 /// Builds the SNS and SES v2 clients from aws-config's defaults (region, credentials and
 /// `AWS_ENDPOINT_URL` from the environment) and routes jobs to them. Call once, at cold start.
-/// The SDK's behaviour version is pinned to a dated one (retries, timeouts and endpoint
-/// defaults change only when this line does), as in notify-postgres's secret read.
+/// The SDK's behaviour version is pinned to a dated one (timeouts and endpoint defaults
+/// change only when this line does), as in notify-postgres's secret read.
 pub async fn aws_deliverer(config: &DeliveryConfig) -> Router {
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
         .load()
         .await;
+    deliverer_from(&sdk, config)
+}
+
+/// The SNS and SES v2 adapters on `sdk`'s settings, **without the SDK's own retries**.
+/// `Publish` and `SendEmail` are not idempotent: after a timeout or a 5xx the message may
+/// have been sent, and a retry inside the SDK would send it again unseen, as a second call
+/// the job's history never records. So each provider call is one request; a transient
+/// failure is the job's, retried by the worker with its backoff and recorded as an attempt
+/// (docs/decisions/0008-no-sdk-retries-for-sends.md).
+pub fn deliverer_from(sdk: &aws_config::SdkConfig, config: &DeliveryConfig) -> Router {
+    let sns = aws_sdk_sns::config::Builder::from(sdk)
+        .retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled())
+        .build();
+    let ses = aws_sdk_sesv2::config::Builder::from(sdk)
+        .retry_config(aws_sdk_sesv2::config::retry::RetryConfig::disabled())
+        .build();
     Router::new(
         Box::new(SnsSms::new(
-            aws_sdk_sns::Client::new(&sdk),
+            aws_sdk_sns::Client::from_conf(sns),
             config.sms_sender_id.clone(),
         )),
-        Box::new(SesEmail::new(aws_sdk_sesv2::Client::new(&sdk), config)),
+        Box::new(SesEmail::new(aws_sdk_sesv2::Client::from_conf(ses), config)),
     )
 }
 
