@@ -93,6 +93,10 @@ migrate: $(DB_UP) ## Apply migrations/ to DATABASE_URL (or to the db/up cluster)
 schema: $(DB_UP) ## Write shared/postgres/schema.sql, the schema migrations/ build (a test compares them)
 	@$(SERVICES); pg_up && WRITE_SCHEMA=1 cargo test -q -p integration-tests --test it -- schema::
 
+.PHONY: queue
+queue: $(DB_UP) ## The queue of DATABASE_URL's database: by state and organization, the oldest due job, the day's dead jobs by error code, suppressions
+	@$(SERVICES); pg_up && cargo run -q -p notify-postgres --bin queue
+
 .PHONY: stand-in/up
 stand-in/up: ## Start the local AWS stand-in (moto server) with EMAIL_FROM's domain verified; prints the AWS_* settings
 	@$(SERVICES); stand_in_up && $(STAND_IN_IDENTITY) \

@@ -540,3 +540,79 @@ async fn a_bulk_requeue_of_anything_but_dead_jobs_is_refused_and_changes_nothing
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(header(&response, "allow"), Some("POST"));
 }
+
+/// `make queue`'s report: the queue by state and organization, the oldest due job, the day's
+/// dead jobs by error code and the suppression lists, from the store's own statements.
+#[tokio::test]
+async fn the_queue_report_counts_states_organizations_dead_codes_and_suppressions() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let store = db.store().await;
+    let (busy, quiet) = (new_org(), new_org());
+    Job::new()
+        .org(busy)
+        .due_in(-120.0)
+        .insert_many(&client, 3)
+        .await;
+    Job::new()
+        .org(busy)
+        .status(JobStatus::Processing)
+        .insert(&client)
+        .await;
+    Job::new()
+        .org(busy)
+        .status(JobStatus::Failed)
+        .due_in(600.0)
+        .insert(&client)
+        .await;
+    Job::new().org(quiet).due_in(3600.0).insert(&client).await;
+    let dead = |error: &str| {
+        Job::new()
+            .org(quiet)
+            .status(JobStatus::Dead)
+            .last_error(error)
+            .updated_ago(60.0)
+    };
+    dead("Throttling: Rate exceeded")
+        .insert_many(&client, 2)
+        .await;
+    dead("InvalidParameter: bad number").insert(&client).await;
+    // a death older than the window is left out
+    dead("Throttling: Rate exceeded")
+        .updated_ago(3.0 * 86400.0)
+        .insert(&client)
+        .await;
+    notify_core::store::SuppressionStore::add_suppression(&store, busy, "+15555550100", None)
+        .await
+        .unwrap();
+    let report = store
+        .queue_report(None, std::time::Duration::from_secs(86400), 10)
+        .await
+        .unwrap();
+    let d = report.depth;
+    assert_eq!((d.due, d.processing, d.held, d.scheduled), (3, 1, 1, 1));
+    assert!((119.0..=125.0).contains(&d.backlog_age_secs), "{d:?}");
+    let orgs: Vec<(Uuid, u64, u64, u64, u64)> = report
+        .organizations
+        .iter()
+        .map(|o| (o.organization_id, o.due, o.processing, o.held, o.scheduled))
+        .collect();
+    assert_eq!(orgs, [(busy, 3, 1, 1, 0), (quiet, 0, 0, 0, 1)]);
+    assert!(report.organizations[0].oldest_due.is_some());
+    let dead: Vec<(&str, u64)> = report
+        .dead
+        .iter()
+        .map(|d| (d.error_code.as_str(), d.jobs))
+        .collect();
+    assert_eq!(dead, [("Throttling", 2), ("InvalidParameter", 1)]);
+    assert_eq!(report.suppressions, [("manual".to_owned(), 1)]);
+    let text = report.to_string();
+    for line in [
+        "due 3  processing 1  held 1  scheduled 1",
+        &busy.to_string(),
+        "Throttling",
+        "manual",
+    ] {
+        assert!(text.contains(line), "{line} missing:\n{text}");
+    }
+}

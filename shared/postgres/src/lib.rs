@@ -5,6 +5,7 @@
 //! - [`migrate`]: applying the embedded `migrations/` and checking a database has them.
 //! - [`sql`]: every statement, its parameters' types and the rows it answers.
 //! - [`store`]: [`PgStore`], the store port over those statements.
+//! - [`report`]: the queue as an operator reads it (`make queue`).
 //! - [`startup`]: a function's cold start (connect, migrate if asked, warm up).
 //! - [`custom_resource`]: the template's `Migrations` custom resource.
 //! - `testing` (feature `test-support`): jobs arranged in any state, for tests.
@@ -14,6 +15,7 @@ mod compose;
 pub mod custom_resource;
 pub mod db;
 pub mod migrate;
+pub mod report;
 pub mod sql;
 pub mod startup;
 pub mod store;

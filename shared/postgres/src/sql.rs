@@ -204,6 +204,29 @@ rows! {
         requeued: i64 = INT8,
     }
 
+    /// One organization's open jobs by state (queue_by_organization.sql).
+    OrganizationQueueRow {
+        organization_id: Uuid = UUID,
+        due: i64 = INT8,
+        processing: i64 = INT8,
+        held: i64 = INT8,
+        scheduled: i64 = INT8,
+        oldest_due: Option<DateTime<Utc>> = TIMESTAMPTZ,
+    }
+
+    /// The jobs one error code ended (dead_by_error.sql).
+    DeadByErrorRow {
+        error_code: String = TEXT,
+        jobs: i64 = INT8,
+        last_died: DateTime<Utc> = TIMESTAMPTZ,
+    }
+
+    /// The suppression lists' entries of one reason (suppression_counts.sql).
+    SuppressionCountRow {
+        reason: String = TEXT,
+        entries: i64 = INT8,
+    }
+
     /// A job's id (release.sql, and the statements for tests).
     IdRow {
         id: Uuid = UUID,
@@ -308,6 +331,10 @@ queries! {
     COUNT_INGEST = "count_ingest.sql" [UUID, INT4, TIMESTAMPTZ] -> IngestWindowRow;
     PRUNE_COUNTERS = "prune_counters.sql" [TIMESTAMPTZ] -> NoRows;
     QUEUE_DEPTH = "queue_depth.sql" [TIMESTAMPTZ] -> QueueDepthRow;
+    QUEUE_BY_ORGANIZATION = "queue_by_organization.sql" [TIMESTAMPTZ, INT8]
+        -> OrganizationQueueRow;
+    DEAD_BY_ERROR = "dead_by_error.sql" [TIMESTAMPTZ, INT8] -> DeadByErrorRow;
+    SUPPRESSION_COUNTS = "suppression_counts.sql" [] -> SuppressionCountRow;
     INSERT_JOBS = "insert_jobs.sql" [
         UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
         TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY
