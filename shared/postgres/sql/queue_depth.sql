@@ -7,10 +7,12 @@
 --  * held: unclaimed, waiting to be tried again after a failed or held attempt (the queue row
 --    keeps its error until the next attempt);
 --  * scheduled: unclaimed, not due yet and never tried (a `send_at` ahead).
+-- queue_by_organization.sql counts the same states (the part `states`) per organization.
 SELECT coalesce(extract(epoch FROM coalesce($1::timestamptz, now())
                                    - min(next_attempt_at) FILTER (WHERE claim_token IS NULL
                                        AND next_attempt_at <= coalesce($1::timestamptz, now()))),
                 0)::float8 AS age,
+-- @part states
        count(*) FILTER (WHERE claim_token IS NULL
                           AND next_attempt_at <= coalesce($1::timestamptz, now())) AS due,
        count(*) FILTER (WHERE claim_token IS NOT NULL) AS processing,
@@ -20,4 +22,5 @@ SELECT coalesce(extract(epoch FROM coalesce($1::timestamptz, now())
        count(*) FILTER (WHERE claim_token IS NULL
                           AND next_attempt_at > coalesce($1::timestamptz, now())
                           AND last_error IS NULL) AS scheduled
+-- @end states
 FROM job_queue
