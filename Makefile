@@ -67,7 +67,7 @@ lint/template: ## cfn-lint and sam validate --lint on template.yaml (offline, no
 .PHONY: db/up
 db/up: ## Start PostgreSQL: a throwaway local cluster, or compose.yaml's container with DB=docker (prints the DATABASE_URL to use)
 ifeq ($(DB),docker)
-	@command -v docker >/dev/null || { echo "db/up DB=docker: no docker command on PATH. Install a Docker engine with its compose plugin, or leave out DB=docker for a throwaway cluster from this machine's PostgreSQL binaries." >&2; exit 1; }
+	@docker compose version >/dev/null 2>&1 || { echo "db/up DB=docker: no 'docker compose' here (no docker command, or one without its compose plugin). Install a Docker engine with the compose plugin, or leave out DB=docker for a throwaway cluster from this machine's PostgreSQL binaries." >&2; exit 1; }
 	@NOTIF_DB_PORT=$(DOCKER_DB_PORT) docker compose up --detach --wait db
 	@echo "export DATABASE_URL='$(DOCKER_DATABASE_URL)'"
 else
@@ -79,7 +79,7 @@ endif
 .PHONY: db/down
 db/down: ## Stop the PostgreSQL db/up started (DB=docker: the container; its volume keeps the data)
 ifeq ($(DB),docker)
-	@command -v docker >/dev/null || { echo "db/down DB=docker: no docker command on PATH" >&2; exit 1; }
+	@docker compose version >/dev/null 2>&1 || { echo "db/down DB=docker: no 'docker compose' here" >&2; exit 1; }
 	@docker compose stop db
 else
 	@$(SERVICES); pg_down

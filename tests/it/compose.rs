@@ -2,7 +2,7 @@
 //! engine runs here, so what can be checked without one is: the file against the Compose
 //! Specification's own JSON Schema (tests/fixtures/compose-spec.json, from
 //! compose-spec/compose-spec), and that it agrees with what the Makefile and the scripts
-//! expect of it.
+//! expect of it, and that the scripts verify the SES sender in a stand-in they did not start.
 
 use std::path::{Path, PathBuf};
 
@@ -125,4 +125,55 @@ fn the_stand_in_container_is_the_moto_the_scripts_install() {
     assert_eq!(image, format!("motoserver/moto:{pinned}"));
     assert_eq!(moto["profiles"][0], "stand-in", "started only when asked");
     assert!(moto["ports"][0].as_str().unwrap().starts_with("127.0.0.1:"));
+}
+
+/// The SES identities the stand-in holds.
+async fn identities() -> Vec<String> {
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
+        .load()
+        .await;
+    aws_sdk_sesv2::Client::new(&sdk)
+        .list_email_identities()
+        .send()
+        .await
+        .expect("list the stand-in's SES identities")
+        .email_identities()
+        .iter()
+        .filter_map(|i| i.identity_name().map(str::to_owned))
+        .collect()
+}
+
+/// `stand_in_verify_sender ADDRESS` from a shell whose scripts started no stand-in, with
+/// `AWS_ENDPOINT_URL` naming `endpoint` (as for moto's container): its exit status.
+fn verify_sender_via(endpoint: &str, address: &str) -> std::process::ExitStatus {
+    let state = std::env::temp_dir().join(format!("notif-verify-{}", uuid::Uuid::new_v4()));
+    std::process::Command::new("bash")
+        .current_dir(root())
+        .args([
+            "-c",
+            ". tests/scripts/services.sh && stand_in_verify_sender \"$1\"",
+            "verify",
+            address,
+        ])
+        .env("NOTIF_STATE", &state)
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .status()
+        .expect("run bash")
+}
+
+/// The sender is verified in a moto the scripts did not start (its container, say), found
+/// by its own API; an endpoint that is not moto is left alone.
+#[tokio::test]
+async fn the_sender_is_verified_in_a_stand_in_the_scripts_did_not_start() {
+    let domain = format!("ext-{}.example", uuid::Uuid::new_v4().simple());
+    let endpoint = integration_tests::stand_in::endpoint();
+    assert!(!identities().await.contains(&domain));
+    let status = verify_sender_via(&endpoint, &format!("Sender <noreply@{domain}>"));
+    assert!(status.success(), "{status}");
+    assert!(identities().await.contains(&domain), "{domain} verified");
+    // not moto: nothing is asked of it, and nothing fails
+    let other = format!("not-{}.example", uuid::Uuid::new_v4().simple());
+    let status = verify_sender_via("http://127.0.0.1:9", &format!("noreply@{other}"));
+    assert!(status.success(), "{status}");
+    assert!(!identities().await.contains(&other));
 }
