@@ -1,4 +1,4 @@
-//! 8 (issue 12): cold start. Each function's binary, built in the benchmark's own profile, is
+//! 8: cold start. Each function's binary, built in the benchmark's own profile, is
 //! started as Lambda starts it — a new process with a Lambda-like environment whose
 //! `AWS_LAMBDA_RUNTIME_API` points at a listener here — and timed from spawn to its first
 //! `GET /2018-06-01/runtime/invocation/next` (ready for the first event); then it is killed.

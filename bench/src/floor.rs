@@ -1,4 +1,4 @@
-//! 9, continued (issue 17): what one history row costs in WAL, whatever the design, measured
+//! 9, continued: what one history row costs in WAL, whatever the design, measured
 //! on the same server in the same run as the write budget. Beside the worked job's figures it
 //! shows which part of them any design that records attempts must write, and what is left to
 //! save.

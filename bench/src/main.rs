@@ -1,4 +1,4 @@
-//! `make bench` (issue 7): the service's throughput and latencies on a durable local
+//! `make bench`: the service's throughput and latencies on a durable local
 //! PostgreSQL, side by side with graphile-worker and with pgbench running the same SQL.
 //!
 //! Usage: `DATABASE_URL=… bench [--quick] [--peer | --no-peer]` (tests/scripts/bench.sh
@@ -9,7 +9,7 @@
 //! [`render::render`], then the results and targets as JSON. Each part measures in its own
 //! module (numbered as the issue's questions): [`worked`] (1), [`claim`] (2), [`ingest`] (3),
 //! [`latency`] (4), [`peer`] (5), [`ceiling`] (6), [`cpu`] (7), [`cold_start`] (8), and the
-//! write budget of issue 17, [`writes`] (9, its counters read by [`probe`], and what one
+//! write budget, [`writes`] (9, its counters read by [`probe`], and what one
 //! history row costs, [`floor`]).
 
 mod ceiling;
@@ -103,9 +103,9 @@ impl Plan {
                 claim_jobs: 30_000,
                 claim_batches: vec![10, 100, 500],
                 claim_rounds: 3,
-                // issue 17: the claim with 10M history rows beside the queue
+                // the claim with 10M history rows beside the queue
                 finished_rows: 10_000_000,
-                // issue 17: one day of 1M finished jobs
+                // one day of 1M finished jobs
                 retention_jobs: 1_000_000,
                 ingest_c1: 3_000,
                 ingest_c8_each: 500,

@@ -1,4 +1,4 @@
-//! The goals (issues 7 and 12), judged from the results alone: reported, never enforced.
+//! The goals, judged from the results alone: reported, never enforced.
 
 use serde::Serialize;
 

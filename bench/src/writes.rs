@@ -1,4 +1,4 @@
-//! 9 (issue 17): the write budget — what working one job writes, ours and graphile-worker's
+//! 9: the write budget — what working one job writes, ours and graphile-worker's
 //! side by side: WAL bytes, heap tuples, index entries and buffers dirtied per job.
 //!
 //! Each side is measured in a run of its own, after its timed runs: as many queued jobs as a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Storage alternatives for issue 17 item 2, measured with pgbench on a durable PostgreSQL:
+# Storage alternatives of the queue and history design, measured with pgbench on a durable PostgreSQL:
 #   A   the current schema (migrations/*.sql) and the worker's SQL (shared/postgres/sql)
 #   B   a narrow queue table + append-only history (requests, attempts, outcomes)
 #   C   B with the history tables partitioned by day

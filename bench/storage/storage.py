@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The storage alternatives of issue 17 item 2, measured: see README.md beside this file.
+"""The storage alternatives of the queue and history design, measured: see README.md beside this file.
 
 Runs against the server that PGHOST/PGPORT/PGUSER (run.sh's own cluster) or DATABASE_URL
 name, with psql and pgbench from PG_BINDIR. Every design gets databases of its own, dropped

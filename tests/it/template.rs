@@ -1,14 +1,14 @@
 //! Checks on template.yaml that cfn-lint cannot make: the settings that must agree across
 //! functions do agree, every function waits for the migrations and may read the database
-//! secret, and the optional RDS Proxy comes with its pinning alarm. Provider feedback (issue
-//! 15) is wired end to end: the worker's configuration set publishes to the topic the feedback
-//! function listens on, the SMS delivery-status logs are subscribed to it, and the bounce and
-//! complaint rates it counts are alarmed on. Observability (issue 16): every function is
-//! traced, the HTTP API writes JSON access logs kept like the functions' logs, the dashboard
-//! shows every metric the functions emit and every function's errors, throttles and durations,
-//! and the backlog, API 5xx, throttles and the worker's duration near its timeout are alarmed on.
+//! secret, and the optional RDS Proxy comes with its pinning alarm. Provider feedback is wired
+//! end to end: the worker's configuration set publishes to the topic the feedback function
+//! listens on, the SMS delivery-status logs are subscribed to it, and the bounce and complaint
+//! rates it counts are alarmed on. Observability: every function is traced, the HTTP API writes
+//! JSON access logs kept like the functions' logs, the dashboard shows every metric the
+//! functions emit and every function's errors, throttles and durations, and the backlog, API
+//! 5xx, throttles and the worker's duration near its timeout are alarmed on.
 //!
-//! The sweep window must be longer than the worker function's timeout (DESIGN.md, invariant 4).
+//! The sweep window must be longer than the worker function's timeout (docs/design.md, invariant 4).
 //! The sweeper enforces `STUCK_AFTER_SECS > WORKER_TIMEOUT_SECS` at start, but only a template
 //! that gives the worker's `Timeout` and the sweeper's `WORKER_TIMEOUT_SECS` from one parameter
 //! makes the value the sweeper checks the value Lambda enforces.
@@ -1159,7 +1159,7 @@ fn the_sweeper_keeps_unmatched_feedback_for_a_parameter_window() {
     assert_eq!(parameter_default(&t, "FeedbackMatchWindowSeconds"), 3600);
 }
 
-// --- observability (issue 16) -------------------------------------------------------------
+// --- observability ---------------------------------------------------------------------------
 
 /// The custom metrics each function emits (namespace `NotificationService`, dimension
 /// `Service`), every one of which the dashboard shows.
@@ -1325,7 +1325,7 @@ fn the_api_writes_json_access_logs_kept_like_the_functions_logs() {
     );
 }
 
-/// The alarms issue 16 asks for, each on the right metric: the backlog's age, the API's 5xx,
+/// The alarms an operator needs, each on the right metric: the backlog's age, the API's 5xx,
 /// each function's throttles. The job metrics' alarms keep their logical ids and parameter
 /// (existing stacks) with the metrics' new names.
 #[test]

@@ -1,4 +1,4 @@
-//! The four functions under the real `cargo lambda watch` (issues 12 and 15): ingest through
+//! The four functions under the real `cargo lambda watch`: ingest through
 //! its function-URL emulation (`/lambda-url/ingest/…`, which parses the reply as a
 //! `LambdaFunctionUrlResponse`), the worker, the sweeper and feedback through `cargo lambda
 //! invoke`, against this test's own migrated database and the AWS stand-in — as a user's curl
