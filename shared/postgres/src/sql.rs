@@ -23,7 +23,7 @@ use std::marker::PhantomData;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_postgres::Row;
-use tokio_postgres::types::{Json, Type};
+use tokio_postgres::types::{Json, ToSql, Type};
 use uuid::Uuid;
 
 /// The columns of one row type: (name, PostgreSQL type).
@@ -54,6 +54,21 @@ pub struct Query<R> {
     pub sql: &'static str,
     pub params: &'static [Type],
     _rows: PhantomData<fn() -> R>,
+}
+
+impl<R> Query<R> {
+    /// `params` paired with their declared types, as `query_typed` takes them.
+    pub fn typed<'a>(
+        &self,
+        params: &[&'a (dyn ToSql + Sync)],
+    ) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+        debug_assert_eq!(params.len(), self.params.len(), "{}", self.name);
+        params
+            .iter()
+            .zip(self.params)
+            .map(|(value, ty)| (*value, ty.clone()))
+            .collect()
+    }
 }
 
 /// What the statement check reads of a statement: its name, SQL and parameter types, and

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::Mutex;
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row};
 use uuid::Uuid;
 
@@ -205,7 +205,7 @@ impl PgStore {
         query: &Query<R>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let typed = typed(query, params);
+        let typed = query.typed(params);
         let conn = self.conn().await?;
         self.timed(&conn, conn.query_typed(query.sql, &typed)).await
     }
@@ -216,7 +216,7 @@ impl PgStore {
         query: &Query<sql::NoRows>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
-        let typed = typed(query, params);
+        let typed = query.typed(params);
         let conn = self.conn().await?;
         self.timed(&conn, conn.execute_typed(query.sql, &typed))
             .await
@@ -312,18 +312,6 @@ fn read<R: FromRow>(statement: &str, row: &Row) -> Result<R, StoreError> {
 }
 
 /// The parameters paired with their declared types.
-fn typed<'a, R>(
-    query: &Query<R>,
-    params: &[&'a (dyn ToSql + Sync)],
-) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
-    debug_assert_eq!(params.len(), query.params.len(), "{}", query.sql);
-    params
-        .iter()
-        .zip(query.params)
-        .map(|(value, ty)| (*value, ty.clone()))
-        .collect()
-}
-
 /// A failed migration or schema check: "try again later" when the connection is what failed.
 fn from_migrate(err: MigrateError) -> StoreError {
     match err {

@@ -58,12 +58,7 @@ async fn run<R: FromRow>(
     query: &Query<R>,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<R>, tokio_postgres::Error> {
-    let typed: Vec<_> = params
-        .iter()
-        .zip(query.params)
-        .map(|(value, ty)| (*value, ty.clone()))
-        .collect();
-    let rows = client.query_typed(query.sql, &typed).await?;
+    let rows = client.query_typed(query.sql, &query.typed(params)).await?;
     rows.iter().map(R::read).collect()
 }
 

@@ -122,13 +122,20 @@ impl Emf {
             "{name}: {} values",
             values.len()
         );
-        let definition = json!({"Name": name, "Unit": unit.as_str()});
-        match self.directives.iter_mut().find(|(d, _)| d.is_empty()) {
-            Some((_, metrics)) => metrics.push(definition),
-            None => self.directives.push((Vec::new(), vec![definition])),
-        }
+        self.define(&[], name, unit);
         self.values.insert(name.to_owned(), json!(values));
         self
+    }
+
+    /// Files `name`'s definition under its dimension set (`Service` plus `dimensions`).
+    fn define(&mut self, dimensions: &[&'static str], name: &str, unit: Unit) {
+        let definition = json!({"Name": name, "Unit": unit.as_str()});
+        match self.directives.iter_mut().find(|(d, _)| d == dimensions) {
+            Some((_, metrics)) => metrics.push(definition),
+            None => self
+                .directives
+                .push((dimensions.to_vec(), vec![definition])),
+        }
     }
 
     /// Sets a dimension's value (a property of the document, e.g. `Code`).
@@ -146,13 +153,7 @@ impl Emf {
         unit: Unit,
         value: f64,
     ) -> Self {
-        let definition = json!({"Name": name, "Unit": unit.as_str()});
-        match self.directives.iter_mut().find(|(d, _)| d == dimensions) {
-            Some((_, metrics)) => metrics.push(definition),
-            None => self
-                .directives
-                .push((dimensions.to_vec(), vec![definition])),
-        }
+        self.define(dimensions, name, unit);
         // whole numbers print as integers: `"Sent":3`, not `3.0`
         let value = if value.fract() == 0.0 && value.abs() < 9.0e15 {
             Value::from(value as i64)
