@@ -1,4 +1,12 @@
-"""Schemathesis hooks of tests/scripts/contract.sh: what `cargo lambda watch` cannot carry.
+"""Schemathesis hooks of tests/scripts/contract.sh: the local credential, and what
+`cargo lambda watch` cannot carry.
+
+The fuzzed function runs as `make watch` runs it (ALLOW_ORG_HEADER=true), with no API Gateway in
+front to check a JWT: the organization comes in the `X-Organization-Id` header. The spec declares
+that scheme (`localOrganizationHeader`) but, as no deployment accepts it, requires only `jwt`.
+For this run alone the loaded spec also requires the local scheme, so the fuzzer sends it (its
+value is in schemathesis.toml) and `ignored_auth` checks that a request without it, or with a
+bad one, is refused.
 
 Every answer the fuzzer judges must be the ingest function's own. `cargo lambda watch`'s
 function-URL emulation answers some requests with a 500 of its own (RFC 7807 text, no
@@ -30,6 +38,11 @@ def _utf8_header(value):
         # requests sends a header value as Latin-1 bytes: these are the value's UTF-8 bytes
         return value.encode("utf-8").decode("latin-1")
     return value
+
+
+@schemathesis.hook
+def before_load_schema(context, raw_schema):
+    raw_schema["security"] = [{"localOrganizationHeader": []}]
 
 
 @schemathesis.hook

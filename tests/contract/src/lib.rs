@@ -3,7 +3,8 @@
 //! - a path the spec has, with a method it declares: the status must be one the operation
 //!   declares, every required header of that response must be there, every declared header
 //!   that is there must match its schema, and the body must be of a declared media type and
-//!   validate against its JSON Schema (`$ref`s resolved inside the document, formats checked);
+//!   validate against its JSON Schema (`$ref`s resolved inside the document, formats checked),
+//!   and an error's `error.code` must be one the response lists in `x-error-codes`;
 //!   a response without content must have no body (204);
 //! - a path the spec has, with a method it does not declare: 405 with `Allow` naming exactly
 //!   the methods the spec declares for that path, in the `MethodNotAllowed` response's shape;
@@ -350,7 +351,20 @@ impl Contract {
         for e in self.validate(&schema, &body) {
             problems.push(format!("body: {e}"));
         }
+        problems.extend(Self::check_error_code(response, &body));
         problems
+    }
+
+    /// An error body's `error.code` against the codes its response lists in `x-error-codes`:
+    /// the one type every error shares (`ApiError`) allows every code, the response says which
+    /// it can carry. A body without `error.code` (API Gateway's own `{"message"}`) is the
+    /// schema's to judge.
+    fn check_error_code(response: &Value, body: &Value) -> Option<String> {
+        let listed = response.get("x-error-codes")?.as_array()?;
+        let code = body.pointer("/error/code")?;
+        (!listed.contains(code)).then(|| {
+            format!("error code {code} is not among this response's x-error-codes {listed:?}")
+        })
     }
 
     /// Every error of `instance` against the schema at `pointer` in the spec.
@@ -393,5 +407,59 @@ impl Contract {
         let validator = Arc::new(validator);
         cache.insert(pointer.to_owned(), validator.clone());
         Ok(validator)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(status: u16, code: &str) -> Vec<String> {
+        let body = format!(r#"{{"error":{{"code":"{code}","message":"m","fields":[]}}}}"#);
+        let answer = Answer {
+            status,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("x-request-id".into(), "r".into()),
+            ],
+            body: body.as_bytes(),
+        };
+        contract().problems("POST", "/notifications", &answer)
+    }
+
+    #[test]
+    fn an_error_code_must_be_one_its_response_lists() {
+        assert_eq!(refusal(409, "idempotency_key_reused"), Vec::<String>::new());
+        assert_eq!(refusal(401, "unauthorized"), Vec::<String>::new());
+        let wrong = refusal(409, "not_found");
+        assert!(
+            wrong.len() == 1 && wrong[0].contains("x-error-codes"),
+            "{wrong:?}"
+        );
+        assert_eq!(refusal(401, "rate_limited").len(), 1);
+    }
+
+    #[test]
+    fn every_error_response_lists_its_codes() {
+        let spec = &contract().spec;
+        let mut unlisted = Vec::new();
+        let mut visit = |at: String, response: &Value| {
+            let error = response.pointer("/content/application~1json/schema");
+            let refs_error = error.is_some_and(|s| s.to_string().contains("/ApiError"));
+            if refs_error && response.get("x-error-codes").is_none() {
+                unlisted.push(at);
+            }
+        };
+        for (name, response) in spec["components"]["responses"].as_object().unwrap() {
+            visit(format!("components/responses/{name}"), response);
+        }
+        for (path, item) in spec["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for (status, response) in op["responses"].as_object().into_iter().flatten() {
+                    visit(format!("{method} {path} {status}"), response);
+                }
+            }
+        }
+        assert!(unlisted.is_empty(), "error responses without x-error-codes: {unlisted:?}");
     }
 }
