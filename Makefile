@@ -47,6 +47,10 @@ test: $(DB_UP) ## Run every test (starts PostgreSQL and the AWS stand-in unless 
 contract: $(DB_UP) ## The API contract fuzzer alone: schemathesis over functions/ingest/openapi.yaml against cargo lambda watch (make test runs it too)
 	tests/scripts/contract.sh
 
+.PHONY: clients
+clients: $(DB_UP) ## The generated clients alone: a Python and a TypeScript client from functions/ingest/openapi.yaml, each program run against cargo lambda watch (make test runs it too)
+	tests/scripts/clients.sh
+
 .PHONY: bench
 bench: ## Benchmark on its own durable PostgreSQL: jobs/s grid, claim latency, ingest, latency, graphile-worker, pgbench ceiling
 	tests/scripts/bench.sh

@@ -28,14 +28,7 @@ CONTRACT_SEED=${CONTRACT_SEED:-16}
 export CONTRACT_ORG=${CONTRACT_ORG:-5c0e7a1b-16c0-4d1e-8a5f-00000000c0de}
 REPORT_DIR=$ROOT/target/schemathesis
 
-WATCH_PID=
-CONTRACT_DB=
-on_session_end() {
-  if [ -n "$WATCH_PID" ]; then kill -- -"$WATCH_PID" 2>/dev/null || true; fi
-  if [ -n "$CONTRACT_DB" ]; then
-    psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $CONTRACT_DB WITH (FORCE)" >/dev/null 2>&1 || true
-  fi
-}
+on_session_end() { ingest_watch_down; }
 services_session notif-contract
 
 say() { printf 'contract: %s\n' "$*" >&2; }
@@ -45,44 +38,9 @@ tools_path
 command -v psql >/dev/null || { say "psql not found (Debian: apt-get install postgresql-client)"; exit 1; }
 pg_up
 
-# a database of its own: the fuzzer's jobs and suppressions never meet another run's
-CONTRACT_DB=notif_contract_$$
-psql -q "$DATABASE_URL" -c "CREATE DATABASE $CONTRACT_DB" >/dev/null
-DB_URL=$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' \
-  "$DATABASE_URL" "$CONTRACT_DB")
-
-say "building ingest as cargo lambda watch will (it would compile it on the first request)"
-cargo build -q --bin ingest
-
-PORT=$(free_port)
-printf '%s\n' \
-  "DATABASE_URL='$DB_URL'" \
-  "MIGRATE_ON_START='true'" \
-  "ALLOW_ORG_HEADER='true'" \
-  "RUST_LOG='warn'" \
-  >"$NOTIF_STATE/watch.env"
-# only the env file's settings: not the test server's admin URL, a pooler or a rate limit
-env -u DATABASE_URL -u TEST_POOLER_URL -u DATABASE_CA_FILE -u INGEST_RATE_LIMIT_PER_ORG_PER_MIN \
-  setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$PORT" --ignore-changes \
-  --env-file "$NOTIF_STATE/watch.env" >"$NOTIF_STATE/watch.log" 2>&1 </dev/null &
-WATCH_PID=$!
-BASE=http://127.0.0.1:$PORT/lambda-url/ingest
-
-# the first request starts the function (and migrates its database): wait for any answer of it
-ready=
-for _ in $(seq 1 300); do
-  if [ "$(curl -s -o /dev/null -m 600 -w '%{http_code}' "$BASE/notifications" 2>/dev/null)" = 401 ]; then
-    ready=1
-    break
-  fi
-  kill -0 "$WATCH_PID" 2>/dev/null || break
-  sleep 1
-done
-if [ -z "$ready" ]; then
-  say "the ingest function did not answer under cargo lambda watch; its log:"
-  tail -n 40 "$NOTIF_STATE/watch.log" >&2
-  exit 1
-fi
+# the real function as `make watch` serves it, on a database of its own
+ingest_watch_up notif_contract
+BASE=$INGEST_URL
 
 mkdir -p "$REPORT_DIR"
 JUNIT=$REPORT_DIR/junit.xml

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: starts what the tests need (PostgreSQL unless DATABASE_URL is set, the AWS
 # stand-in unless AWS_ENDPOINT_URL is set), runs every test, then the API contract fuzzer
-# (tests/scripts/contract.sh), and stops what it started, also when tests fail.
+# (tests/scripts/contract.sh) and the generated clients' programs (tests/scripts/clients.sh),
+# and stops what it started, also when tests fail.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/scripts/services.sh
@@ -33,4 +34,9 @@ cargo test --workspace --no-fail-fast --test it "$@" -- \
 # function under cargo lambda watch (on this run's PostgreSQL, a database of its own)
 printf '\n=== the API contract: schemathesis against cargo lambda watch (tests/scripts/contract.sh) ===\n'
 tests/scripts/contract.sh || status=$?
+
+# The generated clients: a Python and a TypeScript client generated from the spec, each used by
+# a small program against the real ingest function under cargo lambda watch
+printf '\n=== the generated clients: Python and TypeScript programs against cargo lambda watch (tests/scripts/clients.sh) ===\n'
+tests/scripts/clients.sh || status=$?
 exit "$status"

@@ -9,6 +9,8 @@
 #   pgbouncer_up   start a PgBouncer (transaction pooling) in front of DATABASE_URL's server;
 #                  exports TEST_POOLER_URL
 #   pgbouncer_down stop it
+#   ingest_watch_up / ingest_watch_down
+#                  serve the ingest function under `cargo lambda watch` on a database of its own
 #
 # State lives under $NOTIF_STATE (default .local/ in the checkout), so `make db/up` in one
 # shell and `make db/down` in another find the same cluster.
@@ -270,6 +272,56 @@ pgbouncer_down() {
   rm -rf "$PGBOUNCER_DIR" "$NOTIF_STATE/pgbouncer.env"
   unset TEST_POOLER_URL
   log "pgbouncer: stopped"
+}
+
+# ingest_watch_up PREFIX: serves the real ingest function with `cargo lambda watch`, as
+# `make watch` does (ALLOW_ORG_HEADER=true, migrating on start), against a database of its own
+# on DATABASE_URL's server (PREFIX_<pid>), so what a run writes never meets another run's.
+# Exports INGEST_URL (the function URL's base) and sets INGEST_WATCH_PID and INGEST_WATCH_DB
+# for ingest_watch_down. Needs psql, cargo-lambda on PATH, and pg_up done.
+ingest_watch_up() {
+  INGEST_WATCH_DB=$1_$$
+  psql -q "$DATABASE_URL" -c "CREATE DATABASE $INGEST_WATCH_DB" >/dev/null || return 1
+  local db_url port
+  db_url=$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' \
+    "$DATABASE_URL" "$INGEST_WATCH_DB")
+  log "ingest: building it as cargo lambda watch will (it would compile it on the first request)"
+  cargo build -q --bin ingest || return 1
+  port=$(free_port)
+  printf '%s\n' \
+    "DATABASE_URL='$db_url'" \
+    "MIGRATE_ON_START='true'" \
+    "ALLOW_ORG_HEADER='true'" \
+    "RUST_LOG='warn'" \
+    >"$NOTIF_STATE/watch.env"
+  # only the env file's settings: not the test server's admin URL, a pooler or a rate limit
+  env -u DATABASE_URL -u TEST_POOLER_URL -u DATABASE_CA_FILE -u INGEST_RATE_LIMIT_PER_ORG_PER_MIN \
+    setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$port" --ignore-changes \
+    --env-file "$NOTIF_STATE/watch.env" >"$NOTIF_STATE/watch.log" 2>&1 </dev/null &
+  INGEST_WATCH_PID=$!
+  export INGEST_URL=http://127.0.0.1:$port/lambda-url/ingest
+  # the first request starts the function (and migrates its database): wait for its answer
+  local _
+  for _ in $(seq 1 300); do
+    if [ "$(curl -s -o /dev/null -m 600 -w '%{http_code}' "$INGEST_URL/notifications" 2>/dev/null)" = 401 ]; then
+      log "ingest: cargo lambda watch serves it at $INGEST_URL"
+      return 0
+    fi
+    kill -0 "$INGEST_WATCH_PID" 2>/dev/null || break
+    sleep 1
+  done
+  log "ingest: the function did not answer under cargo lambda watch; its log:"
+  tail -n 40 "$NOTIF_STATE/watch.log" >&2
+  return 1
+}
+
+# ingest_watch_down: stops what ingest_watch_up started and drops its database.
+ingest_watch_down() {
+  if [ -n "${INGEST_WATCH_PID:-}" ]; then kill -- -"$INGEST_WATCH_PID" 2>/dev/null || true; fi
+  if [ -n "${INGEST_WATCH_DB:-}" ]; then
+    psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $INGEST_WATCH_DB WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  INGEST_WATCH_PID= INGEST_WATCH_DB=
 }
 
 # services_session PREFIX: gives this run a state folder of its own and, when the script

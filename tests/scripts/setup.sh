@@ -7,6 +7,7 @@
 #   - python3 with venv, for the project-local tool virtualenvs
 #   - cargo-lambda (brings zig), aws-sam-cli and cfn-lint from PyPI into .venv-tools
 #   - moto's server (the local AWS stand-in) from PyPI into .venv
+#   - Node.js 18+ with npm, for the generated TypeScript client's program (make test)
 # Installs system packages with apt-get only when run as root on Debian/Ubuntu; otherwise
 # prints the command to run.
 set -uo pipefail
@@ -25,6 +26,7 @@ pg_bindir >/dev/null || apt_packages+=(postgresql)
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_packages+=(python3-venv)
 command -v curl >/dev/null || apt_packages+=(curl)
 command -v psql >/dev/null || apt_packages+=(postgresql-client)
+command -v npm >/dev/null || apt_packages+=(nodejs npm)
 # native-tls links the system's OpenSSL in builds for this machine (the Lambda build compiles its own)
 { command -v pkg-config >/dev/null && pkg-config --exists openssl; } || apt_packages+=(libssl-dev pkg-config)
 if [ ${#apt_packages[@]} -gt 0 ]; then
@@ -48,6 +50,12 @@ if command -v cargo >/dev/null; then
   fi
 else
   missing+=("the Rust toolchain: see https://rustup.rs")
+fi
+
+if command -v node >/dev/null && node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)'; then
+  ok "Node.js $(node --version) with npm"
+else
+  missing+=("Node.js 18 or later with npm (the generated TypeScript client's program): https://nodejs.org, or apt-get install nodejs npm")
 fi
 
 if bindir=$(pg_bindir); then ok "PostgreSQL server binaries in $bindir"; else missing+=("PostgreSQL server binaries (initdb, pg_ctl)"); fi
