@@ -147,6 +147,15 @@ pub fn local_examples_in(file: &str, text: &str) -> Vec<Example> {
             section = line.trim_start_matches('#').trim().to_owned();
             continue;
         }
+        if line.trim_start().starts_with("```") && line.trim() != "```sh" {
+            // another language's block: its `#` lines are comments, not headings
+            for (_, inner) in lines.by_ref() {
+                if inner.trim() == "```" {
+                    break;
+                }
+            }
+            continue;
+        }
         if line.trim() != "```sh" {
             continue;
         }
@@ -530,6 +539,14 @@ make deploy
             shown.headers,
             [("location".into(), "/notifications/5b0f6c0e-…".into())]
         );
+    }
+
+    #[test]
+    fn a_comment_in_another_languages_block_is_no_heading() {
+        let text = "## Real\n```console\n# not a heading\n$ make deploy\n```\n```sh\nmake invoke/worker\n{}\n```\n";
+        let examples = local_examples_in("docs/x.md", text);
+        assert_eq!(examples.len(), 1, "{examples:#?}");
+        assert_eq!(examples[0].section, "Real");
     }
 
     #[test]
