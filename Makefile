@@ -10,6 +10,9 @@ WATCH_PORT ?= 9000
 WATCH_ADDRESS ?= 127.0.0.1
 RUST_LOG ?= info
 SCHEDULED_EVENT := tests/fixtures/events/scheduled.json
+# the token trigger's app-client map under watch: the client of the Cognito event fixture
+CLIENT_ORGANIZATIONS ?= 1example23456789abcdefghij=0190d6a2-7b3c-7def-8a12-3456789abcde
+TOKEN_EVENT := tests/fixtures/events/cognito_pre_token_client_credentials.json
 
 # DB=docker: PostgreSQL from compose.yaml, in a container (a Docker engine and its compose
 # plugin needed), instead of a throwaway cluster from this machine's PostgreSQL binaries. The
@@ -114,7 +117,7 @@ stand-in/down: ## Stop the AWS stand-in started by stand-in/up
 	@$(SERVICES); stand_in_down
 
 .PHONY: watch
-watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback) with cargo lambda watch on local settings (starts db and stand-in; Ctrl-C stops)
+watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback, token) with cargo lambda watch on local settings (starts db and stand-in; Ctrl-C stops)
 	@$(SERVICES); $(TOOLS); tools_install cargo-lambda && tools_path \
 	  && pg_up && stand_in_up && $(STAND_IN_IDENTITY) && mkdir -p "$$NOTIF_STATE" \
 	  && printf '%s\n' \
@@ -127,9 +130,10 @@ watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback) with 
 	    "ALLOW_ORG_HEADER='true'" \
 	    "EMAIL_FROM='$(EMAIL_FROM)'" \
 	    "RUST_LOG='$(RUST_LOG)'" \
+	    "CLIENT_ORGANIZATIONS='$(CLIENT_ORGANIZATIONS)'" \
 	    >"$$NOTIF_STATE/watch.env" \
 	  && echo "watch: settings in $$NOTIF_STATE/watch.env; ingest at http://localhost:$(WATCH_PORT)/lambda-url/ingest/notifications" \
-	  && echo "watch: make invoke/worker, make invoke/sweeper, make invoke/feedback in another shell; make db/down stand-in/down when done" \
+	  && echo "watch: make invoke/worker, make invoke/sweeper, make invoke/feedback, make invoke/token in another shell; make db/down stand-in/down when done" \
 	  && cargo lambda watch --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --env-file "$$NOTIF_STATE/watch.env"
 
 .PHONY: invoke/worker
@@ -147,6 +151,11 @@ invoke/feedback: EVENT ?= tests/fixtures/feedback/ses-delivery.json
 invoke/feedback: ## Invoke feedback under make watch with a provider event: EVENT=<path> (default: an SES Delivery in an SNS record)
 	@$(TOOLS); tools_install cargo-lambda && tools_path \
 	  && cargo lambda invoke feedback --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file '$(EVENT)'
+
+.PHONY: invoke/token
+invoke/token: ## Invoke the Cognito token trigger under make watch with a client-credentials event (tests/fixtures/events/cognito_pre_token_client_credentials.json)
+	@$(TOOLS); tools_install cargo-lambda && tools_path \
+	  && cargo lambda invoke token --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --data-file $(TOKEN_EVENT)
 
 .PHONY: build
 build: ## Build the functions (ingest, worker, sweeper, feedback, migrator) for Lambda arm64 (cargo lambda build --release --arm64 → target/lambda/*/bootstrap)

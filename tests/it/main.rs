@@ -24,6 +24,7 @@ mod statements;
 mod suppressions;
 mod sweeper;
 mod template;
+mod token;
 mod watch;
 mod worker_faults;
 mod worker_recording;

@@ -37,6 +37,7 @@ enum Kind {
     Change,
     Feedback,
     Sweeper,
+    Token,
 }
 
 fn kind(e: &Example) -> Kind {
@@ -49,6 +50,8 @@ fn kind(e: &Example) -> Kind {
         Kind::Sweeper
     } else if c.contains("invoke/feedback") || c.contains(" invoke feedback") {
         Kind::Feedback
+    } else if c.contains("invoke/token") || c.contains(" invoke token") {
+        Kind::Token
     } else if c.starts_with("curl") && (c.contains("/requeue") || c.contains("/cancel")) {
         Kind::Change
     } else if c.starts_with("curl") && c.contains(" -d ") {
@@ -224,6 +227,7 @@ async fn the_readme_local_commands_answer_as_shown() {
         Kind::Change,
         Kind::Feedback,
         Kind::Sweeper,
+        Kind::Token,
     ] {
         assert!(
             kinds.contains(&needed),

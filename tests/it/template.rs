@@ -334,6 +334,7 @@ fn every_function_is_an_arm64_cargo_lambda_build_of_its_own_package() {
         ("SweeperFunction", "sweeper", "sweeper"),
         ("FeedbackFunction", "feedback", "feedback"),
         ("MigrateFunction", "migrate", "migrator"),
+        ("TokenFunction", "token", "token"),
     ];
     let mut listed: Vec<&str> = expected.iter().map(|(r, _, _)| *r).collect();
     listed.sort();
@@ -541,7 +542,7 @@ fn every_app_function_waits_for_the_migrations_of_its_deploy() {
         "the migrator's log group must exist before its first invocation"
     );
 
-    for function in functions(&t) {
+    for function in database_functions(&t) {
         if function == "MigrateFunction" {
             continue;
         }
@@ -568,7 +569,7 @@ fn every_function_reads_the_database_secret_and_may() {
         ),
         "DATABASE_SECRET_ARN must be the DatabaseSecretArn parameter"
     );
-    for function in functions(&t) {
+    for function in database_functions(&t) {
         assert!(
             effective_env(&t, function, "DATABASE_URL").is_none(),
             "{function}: no DATABASE_URL in a deployment (it would put the password in the configuration)"
@@ -1171,6 +1172,15 @@ use notify_core::telemetry::emf::{
 /// the `Stage` dimension of the API's metrics.
 const API_STAGE: &str = "$default";
 
+/// The functions that use the database: all but the Cognito token trigger, which only adds
+/// a claim.
+fn database_functions(t: &Value) -> Vec<&str> {
+    functions(t)
+        .into_iter()
+        .filter(|f| *f != "TokenFunction")
+        .collect()
+}
+
 /// The functions whose errors, throttles and durations are watched: all but the migrator,
 /// which runs during deploys only (its failures fail the deploy).
 fn app_functions(t: &Value) -> Vec<&str> {
@@ -1387,9 +1397,10 @@ fn the_backlog_api_errors_and_throttles_are_alarmed_on() {
             Some("GreaterThanOrEqualToThreshold"),
             "{alarm}"
         );
-        assert!(
-            get(&t, &["Resources", alarm]).get("Condition").is_none(),
-            "{alarm} must always exist"
+        assert_eq!(
+            get(&t, &["Resources", alarm]).get("Condition"),
+            get(&t, &["Resources", function]).get("Condition"),
+            "{alarm} must exist whenever {function} does"
         );
     }
 
@@ -1797,7 +1808,12 @@ fn the_dashboard_shows_every_metric_and_every_functions_errors_throttles_and_dur
         );
     }
 
-    for function in app_functions(&t) {
+    // a function of an optional feature is not on the dashboard, whose body cannot hold a
+    // widget only when the feature is on: its alarms watch its errors and throttles
+    for function in app_functions(&t)
+        .into_iter()
+        .filter(|f| get(&t, &["Resources", f]).get("Condition").is_none())
+    {
         let name = format!("<{function}>");
         let dimension = [("FunctionName", name.as_str())];
         for metric in ["Errors", "Throttles"] {
@@ -1889,4 +1905,137 @@ fn the_api_throttles_at_the_edge_from_parameters() {
             >= parameter_default(&t, "ApiThrottlingRateLimit"),
         "the bucket holds at least a second of the steady rate"
     );
+}
+
+// --- tokens ------------------------------------------------------------------------------------
+
+/// A value of the template with the parameters `given` (the rest at their defaults), for the
+/// intrinsics the authorizer's settings use: !Ref of a parameter, !If, !Join, !Split, !Sub.
+/// A !Ref of a resource, and a !Sub's resource references, stay as `<Name>`.
+fn resolve(t: &Value, value: &Value, given: &[(&str, &str)]) -> serde_json::Value {
+    use serde_json::{Value as J, json};
+    let param = |name: &str| -> Option<J> {
+        let declared = get(t, &["Parameters"]).get(name)?;
+        let text = given
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.to_string())
+            .or_else(|| declared.get("Default").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_else(|| panic!("parameter {name} has no value"));
+        Some(if get(declared, &["Type"]).as_str() == Some("CommaDelimitedList") {
+            json!(text.split(',').collect::<Vec<_>>())
+        } else {
+            json!(text)
+        })
+    };
+    let condition = |name: &str| -> bool {
+        match name {
+            "CognitoEnabled" => resolve(t, &param_ref("CognitoUserPool"), given) == json!("true"),
+            "HasCognitoClients" => {
+                let list = resolve(t, &param_ref("CognitoClientOrganizations"), given);
+                list.as_array().unwrap().iter().any(|v| v != "")
+            }
+            other => panic!("condition {other}: not evaluated here"),
+        }
+    };
+    let Some((tag, inner)) = tagged(value) else {
+        return match value {
+            Value::Sequence(items) => J::Array(items.iter().map(|v| resolve(t, v, given)).collect()),
+            Value::String(s) => json!(s),
+            other => panic!("not evaluated here: {other:?}"),
+        };
+    };
+    let args = as_list(inner);
+    let text = |v: &Value| resolve(t, v, given).as_str().unwrap().to_owned();
+    match tag.as_str() {
+        "!Ref" => {
+            let name = inner.as_str().unwrap();
+            param(name).unwrap_or_else(|| json!(format!("<{name}>")))
+        }
+        "!If" => {
+            let branch = if condition(args[0].as_str().unwrap()) { args[1] } else { args[2] };
+            resolve(t, branch, given)
+        }
+        "!Join" => {
+            let items = resolve(t, args[1], given);
+            let parts: Vec<&str> = items.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            json!(parts.join(args[0].as_str().unwrap()))
+        }
+        "!Split" => json!(text(args[1]).split(args[0].as_str().unwrap()).collect::<Vec<_>>()),
+        "!Sub" => {
+            let mut out = inner.as_str().unwrap().to_owned();
+            while let Some(start) = out.find("${") {
+                let end = start + out[start..].find('}').unwrap();
+                let name = &out[start + 2..end];
+                let value = param(name)
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| format!("<{name}>"));
+                out.replace_range(start..=end, &value);
+            }
+            json!(out)
+        }
+        other => panic!("{other}: not evaluated here"),
+    }
+}
+
+fn param_ref(name: &str) -> Value {
+    serde_yaml_ng::from_str(&format!("!Ref {name}")).unwrap()
+}
+
+/// With the stack's own user pool, API Gateway trusts that pool's tokens from exactly the app
+/// clients mapped to an organization, whose org_id the trigger adds; without it, the given
+/// issuer and audience.
+#[test]
+fn the_authorizer_trusts_the_stacks_user_pool_and_its_mapped_clients() {
+    let t = template();
+    let jwt = get(
+        &t,
+        &["Resources", "NotificationsApi", "Properties", "Auth", "Authorizers", "OrgJwt", "JwtConfiguration"],
+    );
+    let (issuer, audience) = (get(jwt, &["issuer"]), get(jwt, &["audience"]));
+
+    let oidc = [("JwtIssuer", "https://id.example.com/"), ("JwtAudience", "notifications,other")];
+    assert_eq!(resolve(&t, issuer, &oidc), "https://id.example.com/");
+    assert_eq!(resolve(&t, audience, &oidc), serde_json::json!(["notifications", "other"]));
+
+    let org = "0190d6a2-7b3c-7def-8a12-3456789abcde";
+    let mapping = format!("1example23456789abcdefghij={org},2another0client0id000000000={org}");
+    let cognito = [("CognitoUserPool", "true"), ("CognitoClientOrganizations", mapping.as_str())];
+    assert_eq!(
+        resolve(&t, issuer, &cognito),
+        "https://cognito-idp.<AWS::Region>.amazonaws.com/<UserPool>"
+    );
+    let accepted = resolve(&t, audience, &cognito);
+    let accepted: Vec<&str> = accepted.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for client in ["1example23456789abcdefghij", "2another0client0id000000000"] {
+        assert!(accepted.contains(&client), "{client} is not in the audience {accepted:?}");
+    }
+    // the rest of the list is organization ids, which no Cognito app client id can be
+    for extra in accepted.iter().filter(|a| !a.contains("client") && !a.contains("example")) {
+        assert!(uuid::Uuid::parse_str(extra).is_ok(), "{extra} in the audience {accepted:?}");
+    }
+    // the trigger reads the same map
+    assert_eq!(
+        resolve(&t, env_var(&t, "TokenFunction", "CLIENT_ORGANIZATIONS"), &cognito),
+        mapping.as_str()
+    );
+    assert_eq!(
+        get(&t, &["Parameters", "CognitoClientOrganizations", "Type"]).as_str(),
+        Some("CommaDelimitedList")
+    );
+    assert_eq!(notify_api::auth::CLIENT_ORGANIZATIONS_VAR, "CLIENT_ORGANIZATIONS");
+
+    // no client mapped yet: no token is accepted
+    let none = [("CognitoUserPool", "true")];
+    assert_eq!(resolve(&t, audience, &none), serde_json::json!(["no-app-client-mapped-yet"]));
+
+    // the pool runs the trigger on every token, with the event that reaches client credentials
+    let pool = get(&t, &["Resources", "UserPool", "Properties"]);
+    let trigger = get(pool, &["LambdaConfig", "PreTokenGenerationConfig"]);
+    assert!(is(get(trigger, &["LambdaArn"]), "!GetAtt", "TokenFunction.Arn"), "{trigger:?}");
+    assert_eq!(get(trigger, &["LambdaVersion"]).as_str(), Some("V3_0"));
+    assert_eq!(get(pool, &["UserPoolTier"]).as_str(), Some("ESSENTIALS"));
+    let permission = get(&t, &["Resources", "TokenFunctionCognitoPermission", "Properties"]);
+    assert_eq!(get(permission, &["Principal"]).as_str(), Some("cognito-idp.amazonaws.com"));
+    assert!(is(get(permission, &["SourceArn"]), "!GetAtt", "UserPool.Arn"));
 }

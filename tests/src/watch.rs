@@ -5,7 +5,7 @@
 //! cargo-lambda comes from PyPI into `.venv-tools` (`make test` installs it:
 //! `tests/scripts/tools.sh`, `tools_install cargo-lambda`); a test that needs it and cannot
 //! find it fails and says so. `cargo lambda watch` compiles a function on its first call with
-//! `cargo run --bin <function>` over the whole workspace; [`prebuild`] builds the four
+//! `cargo run --bin <function>` over the whole workspace; [`prebuild`] builds the five
 //! binaries the same way first, so that call only checks they are fresh.
 //!
 //! Each [`Watch`] runs in a process group of its own; dropping it (also when the test
@@ -82,7 +82,7 @@ pub fn prebuild() {
             .current_dir(root())
             .args([
                 "build", "--bin", "ingest", "--bin", "worker", "--bin", "sweeper", "--bin",
-                "feedback",
+                "feedback", "--bin", "token",
             ])
             .status()
             .expect("run cargo build");

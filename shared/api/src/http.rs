@@ -153,7 +153,7 @@ pub(crate) fn organization(req: &Request, allow_header: bool) -> Result<Uuid, Ap
         let claim = auth
             .jwt
             .as_ref()
-            .and_then(|jwt| jwt.claims.get("org_id"))
+            .and_then(|jwt| jwt.claims.get(crate::auth::ORG_CLAIM))
             .cloned();
         claim.or_else(|| {
             auth.fields

@@ -5,6 +5,7 @@
 //! is either "accepted and persisted" or a refusal that wrote nothing, in one JSON error
 //! shape: `{"error":{"code","message","fields":[{"field","message"}]}}`.
 
+pub mod auth;
 pub mod batch;
 pub mod error;
 pub mod event;
