@@ -206,7 +206,9 @@ fn links(manifest: &Path) -> BTreeSet<String> {
 
 #[test]
 fn only_the_worker_links_the_sdks_that_send() {
-    for function in ["ingest", "worker", "sweeper", "feedback", "migrate", "token"] {
+    for function in [
+        "ingest", "worker", "sweeper", "feedback", "migrate", "token",
+    ] {
         let manifest = workspace()
             .join("functions")
             .join(function)

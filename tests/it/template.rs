@@ -1920,13 +1920,20 @@ fn resolve(t: &Value, value: &Value, given: &[(&str, &str)]) -> serde_json::Valu
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.to_string())
-            .or_else(|| declared.get("Default").and_then(Value::as_str).map(str::to_owned))
+            .or_else(|| {
+                declared
+                    .get("Default")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
             .unwrap_or_else(|| panic!("parameter {name} has no value"));
-        Some(if get(declared, &["Type"]).as_str() == Some("CommaDelimitedList") {
-            json!(text.split(',').collect::<Vec<_>>())
-        } else {
-            json!(text)
-        })
+        Some(
+            if get(declared, &["Type"]).as_str() == Some("CommaDelimitedList") {
+                json!(text.split(',').collect::<Vec<_>>())
+            } else {
+                json!(text)
+            },
+        )
     };
     let condition = |name: &str| -> bool {
         match name {
@@ -1940,7 +1947,9 @@ fn resolve(t: &Value, value: &Value, given: &[(&str, &str)]) -> serde_json::Valu
     };
     let Some((tag, inner)) = tagged(value) else {
         return match value {
-            Value::Sequence(items) => J::Array(items.iter().map(|v| resolve(t, v, given)).collect()),
+            Value::Sequence(items) => {
+                J::Array(items.iter().map(|v| resolve(t, v, given)).collect())
+            }
             Value::String(s) => json!(s),
             other => panic!("not evaluated here: {other:?}"),
         };
@@ -1953,15 +1962,28 @@ fn resolve(t: &Value, value: &Value, given: &[(&str, &str)]) -> serde_json::Valu
             param(name).unwrap_or_else(|| json!(format!("<{name}>")))
         }
         "!If" => {
-            let branch = if condition(args[0].as_str().unwrap()) { args[1] } else { args[2] };
+            let branch = if condition(args[0].as_str().unwrap()) {
+                args[1]
+            } else {
+                args[2]
+            };
             resolve(t, branch, given)
         }
         "!Join" => {
             let items = resolve(t, args[1], given);
-            let parts: Vec<&str> = items.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+            let parts: Vec<&str> = items
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
             json!(parts.join(args[0].as_str().unwrap()))
         }
-        "!Split" => json!(text(args[1]).split(args[0].as_str().unwrap()).collect::<Vec<_>>()),
+        "!Split" => json!(
+            text(args[1])
+                .split(args[0].as_str().unwrap())
+                .collect::<Vec<_>>()
+        ),
         "!Sub" => {
             let mut out = inner.as_str().unwrap().to_owned();
             while let Some(start) = out.find("${") {
@@ -1990,52 +2012,106 @@ fn the_authorizer_trusts_the_stacks_user_pool_and_its_mapped_clients() {
     let t = template();
     let jwt = get(
         &t,
-        &["Resources", "NotificationsApi", "Properties", "Auth", "Authorizers", "OrgJwt", "JwtConfiguration"],
+        &[
+            "Resources",
+            "NotificationsApi",
+            "Properties",
+            "Auth",
+            "Authorizers",
+            "OrgJwt",
+            "JwtConfiguration",
+        ],
     );
     let (issuer, audience) = (get(jwt, &["issuer"]), get(jwt, &["audience"]));
 
-    let oidc = [("JwtIssuer", "https://id.example.com/"), ("JwtAudience", "notifications,other")];
+    let oidc = [
+        ("JwtIssuer", "https://id.example.com/"),
+        ("JwtAudience", "notifications,other"),
+    ];
     assert_eq!(resolve(&t, issuer, &oidc), "https://id.example.com/");
-    assert_eq!(resolve(&t, audience, &oidc), serde_json::json!(["notifications", "other"]));
+    assert_eq!(
+        resolve(&t, audience, &oidc),
+        serde_json::json!(["notifications", "other"])
+    );
 
     let org = "0190d6a2-7b3c-7def-8a12-3456789abcde";
     let mapping = format!("1example23456789abcdefghij={org},2another0client0id000000000={org}");
-    let cognito = [("CognitoUserPool", "true"), ("CognitoClientOrganizations", mapping.as_str())];
+    let cognito = [
+        ("CognitoUserPool", "true"),
+        ("CognitoClientOrganizations", mapping.as_str()),
+    ];
     assert_eq!(
         resolve(&t, issuer, &cognito),
         "https://cognito-idp.<AWS::Region>.amazonaws.com/<UserPool>"
     );
     let accepted = resolve(&t, audience, &cognito);
-    let accepted: Vec<&str> = accepted.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let accepted: Vec<&str> = accepted
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     for client in ["1example23456789abcdefghij", "2another0client0id000000000"] {
-        assert!(accepted.contains(&client), "{client} is not in the audience {accepted:?}");
+        assert!(
+            accepted.contains(&client),
+            "{client} is not in the audience {accepted:?}"
+        );
     }
     // the rest of the list is organization ids, which no Cognito app client id can be
-    for extra in accepted.iter().filter(|a| !a.contains("client") && !a.contains("example")) {
-        assert!(uuid::Uuid::parse_str(extra).is_ok(), "{extra} in the audience {accepted:?}");
+    for extra in accepted
+        .iter()
+        .filter(|a| !a.contains("client") && !a.contains("example"))
+    {
+        assert!(
+            uuid::Uuid::parse_str(extra).is_ok(),
+            "{extra} in the audience {accepted:?}"
+        );
     }
     // the trigger reads the same map
     assert_eq!(
-        resolve(&t, env_var(&t, "TokenFunction", "CLIENT_ORGANIZATIONS"), &cognito),
+        resolve(
+            &t,
+            env_var(&t, "TokenFunction", "CLIENT_ORGANIZATIONS"),
+            &cognito
+        ),
         mapping.as_str()
     );
     assert_eq!(
         get(&t, &["Parameters", "CognitoClientOrganizations", "Type"]).as_str(),
         Some("CommaDelimitedList")
     );
-    assert_eq!(notify_api::auth::CLIENT_ORGANIZATIONS_VAR, "CLIENT_ORGANIZATIONS");
+    assert_eq!(
+        notify_api::auth::CLIENT_ORGANIZATIONS_VAR,
+        "CLIENT_ORGANIZATIONS"
+    );
 
     // no client mapped yet: no token is accepted
     let none = [("CognitoUserPool", "true")];
-    assert_eq!(resolve(&t, audience, &none), serde_json::json!(["no-app-client-mapped-yet"]));
+    assert_eq!(
+        resolve(&t, audience, &none),
+        serde_json::json!(["no-app-client-mapped-yet"])
+    );
 
     // the pool runs the trigger on every token, with the event that reaches client credentials
     let pool = get(&t, &["Resources", "UserPool", "Properties"]);
     let trigger = get(pool, &["LambdaConfig", "PreTokenGenerationConfig"]);
-    assert!(is(get(trigger, &["LambdaArn"]), "!GetAtt", "TokenFunction.Arn"), "{trigger:?}");
+    assert!(
+        is(get(trigger, &["LambdaArn"]), "!GetAtt", "TokenFunction.Arn"),
+        "{trigger:?}"
+    );
     assert_eq!(get(trigger, &["LambdaVersion"]).as_str(), Some("V3_0"));
     assert_eq!(get(pool, &["UserPoolTier"]).as_str(), Some("ESSENTIALS"));
-    let permission = get(&t, &["Resources", "TokenFunctionCognitoPermission", "Properties"]);
-    assert_eq!(get(permission, &["Principal"]).as_str(), Some("cognito-idp.amazonaws.com"));
-    assert!(is(get(permission, &["SourceArn"]), "!GetAtt", "UserPool.Arn"));
+    let permission = get(
+        &t,
+        &["Resources", "TokenFunctionCognitoPermission", "Properties"],
+    );
+    assert_eq!(
+        get(permission, &["Principal"]).as_str(),
+        Some("cognito-idp.amazonaws.com")
+    );
+    assert!(is(
+        get(permission, &["SourceArn"]),
+        "!GetAtt",
+        "UserPool.Arn"
+    ));
 }

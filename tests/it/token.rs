@@ -41,7 +41,8 @@ async fn the_trigger_adds_the_clients_organization_and_refuses_an_unknown_client
     assert!(!refused.success, "{refused:?}");
     let said = format!("{}{}", refused.stdout, refused.stderr);
     assert!(
-        said.contains("TokenRefused") && said.contains(&format!("app client {CLIENT} acts for no organization")),
+        said.contains("TokenRefused")
+            && said.contains(&format!("app client {CLIENT} acts for no organization")),
         "{refused:?}"
     );
 }

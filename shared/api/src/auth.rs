@@ -58,8 +58,14 @@ impl ClientOrganizations {
             let (client, org) = entry.split_once('=').ok_or_else(bad)?;
             let (client, org) = (client.trim(), org.trim());
             let valid_client = !client.is_empty() && client.bytes().all(|b| b.is_ascii_graphic());
-            let org = Uuid::parse_str(org).ok().filter(|_| valid_client).ok_or_else(bad)?;
-            if map.insert(client.to_owned(), org).is_some_and(|was| was != org) {
+            let org = Uuid::parse_str(org)
+                .ok()
+                .filter(|_| valid_client)
+                .ok_or_else(bad)?;
+            if map
+                .insert(client.to_owned(), org)
+                .is_some_and(|was| was != org)
+            {
                 return Err(AuthError::TwoOrganizations(client.to_owned()));
             }
         }
@@ -107,8 +113,8 @@ pub fn add_org_claim(
     mut event: Value,
     organizations: &ClientOrganizations,
 ) -> Result<(Value, Uuid), AuthError> {
-    let read: PreTokenEvent = serde_json::from_value(event.clone())
-        .map_err(|e| AuthError::Event(e.to_string()))?;
+    let read: PreTokenEvent =
+        serde_json::from_value(event.clone()).map_err(|e| AuthError::Event(e.to_string()))?;
     if !read.trigger_source.starts_with("TokenGeneration_") {
         return Err(AuthError::Event(format!(
             "triggerSource {:?}",
@@ -180,8 +186,7 @@ mod tests {
         let (answer, org) = add_org_claim(event("1abc"), &map).unwrap();
         assert_eq!(org.to_string(), ORG);
         assert_eq!(
-            answer["response"]["claimsAndScopeOverrideDetails"]["accessTokenGeneration"]
-                ["claimsToAddOrOverride"],
+            answer["response"]["claimsAndScopeOverrideDetails"]["accessTokenGeneration"]["claimsToAddOrOverride"],
             json!({"org_id": ORG})
         );
         // the rest of the event is handed back as it came
@@ -197,7 +202,10 @@ mod tests {
         });
         let (answer, _) = add_org_claim(with, &map).unwrap();
         let access = &answer["response"]["claimsAndScopeOverrideDetails"]["accessTokenGeneration"];
-        assert_eq!(access["claimsToAddOrOverride"], json!({"tier": "gold", "org_id": ORG}));
+        assert_eq!(
+            access["claimsToAddOrOverride"],
+            json!({"tier": "gold", "org_id": ORG})
+        );
         assert_eq!(access["scopesToAdd"], json!(["x/y"]));
     }
 
@@ -222,14 +230,29 @@ mod tests {
         assert_eq!(add_org_claim(v1, &map), Err(AuthError::Version("1".into())));
         let mut signup = event("c");
         signup["triggerSource"] = json!("PreSignUp_SignUp");
-        assert!(matches!(add_org_claim(signup, &map), Err(AuthError::Event(_))));
-        assert!(matches!(add_org_claim(json!([1]), &map), Err(AuthError::Event(_))));
-        assert!(matches!(add_org_claim(json!({}), &map), Err(AuthError::Event(_))));
+        assert!(matches!(
+            add_org_claim(signup, &map),
+            Err(AuthError::Event(_))
+        ));
+        assert!(matches!(
+            add_org_claim(json!([1]), &map),
+            Err(AuthError::Event(_))
+        ));
+        assert!(matches!(
+            add_org_claim(json!({}), &map),
+            Err(AuthError::Event(_))
+        ));
     }
 
     #[test]
     fn the_map_refuses_what_it_cannot_read() {
-        for bad in ["c", "c=", "=0190d6a2-7b3c-7def-8a12-3456789abcde", "c=not-a-uuid", "a b=0190d6a2-7b3c-7def-8a12-3456789abcde"] {
+        for bad in [
+            "c",
+            "c=",
+            "=0190d6a2-7b3c-7def-8a12-3456789abcde",
+            "c=not-a-uuid",
+            "a b=0190d6a2-7b3c-7def-8a12-3456789abcde",
+        ] {
             assert_eq!(
                 ClientOrganizations::parse(bad),
                 Err(AuthError::BadEntry(bad.into())),

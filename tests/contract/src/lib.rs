@@ -460,6 +460,9 @@ mod tests {
                 }
             }
         }
-        assert!(unlisted.is_empty(), "error responses without x-error-codes: {unlisted:?}");
+        assert!(
+            unlisted.is_empty(),
+            "error responses without x-error-codes: {unlisted:?}"
+        );
     }
 }
