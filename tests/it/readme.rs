@@ -317,21 +317,7 @@ async fn the_readme_local_commands_answer_as_shown() {
                 .expect("seed a dead job");
             seeded = true;
         }
-        let answer = check(e, port, &mut bindings, watch::FIRST_CALL).await;
-        if k == Kind::Feedback {
-            // deterministic here (see above): the counts too, not only the shape
-            let shown = readme::parse_shown(&e.shown)
-                .ok()
-                .and_then(|s| s.body)
-                .unwrap_or_else(|| panic!("{}: feedback's answer shown", e.place()));
-            assert_eq!(
-                answer,
-                shown,
-                "{} ({}): feedback's answer, number for number",
-                e.place(),
-                e.section
-            );
-        }
+        check(e, port, &mut bindings, watch::FIRST_CALL).await;
     }
     drop(instance);
     eprintln!("readme: done in {:.1} s", started.elapsed().as_secs_f64());

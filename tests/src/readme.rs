@@ -9,7 +9,8 @@
 //! - `5b0f6c0e-…` (8 hex digits, `-…`): an id placeholder, bound to the real id the first time
 //!   an answer shows it and substituted into every later command that uses it;
 //! - `,…}` at the end of an object: more fields than those shown;
-//! - a timestamp: any timestamp; a number: any number (counts and durations vary).
+//! - a timestamp: any timestamp; a measurement's number (a key in [`VARYING_NUMBERS`],
+//!   such as `elapsed_ms`): any number. Every other number must be as shown.
 //!
 //! Everything else must be as shown: every field of an object (no more, unless `,…`), every
 //! element of a list, every other string and literal.
@@ -402,6 +403,10 @@ fn match_pieces(pieces: &[Piece], actual: &str, bindings: &mut Bindings) -> bool
     }
 }
 
+/// The keys whose numbers are measurements, different on every run: any number of the same
+/// kind matches. Every other number of an answer (a count, a limit) must be as shown.
+pub const VARYING_NUMBERS: &[&str] = &["elapsed_ms"];
+
 /// Whether `actual` is what a page shows as `shown` (see the module's rules for `…`).
 pub fn matches_text(shown: &str, actual: &str, bindings: &mut Bindings) -> bool {
     if chrono::DateTime::parse_from_rfc3339(shown).is_ok() {
@@ -458,11 +463,21 @@ pub fn matches_json(
             }
         }
         (Value::Number(s), Value::Number(a)) => {
-            if s.is_f64() == a.is_f64() {
+            let key = path.rsplit('.').next().unwrap_or_default();
+            if VARYING_NUMBERS.contains(&key) {
+                if s.is_f64() == a.is_f64() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{path}: shown {s}, answered {a} (another kind of number)"
+                    ))
+                }
+            } else if s == a {
                 Ok(())
             } else {
                 Err(format!(
-                    "{path}: shown {s}, answered {a} (another kind of number)"
+                    "{path}: shown {s}, answered {a} (a count is compared exactly; a \
+                     measurement's key belongs in VARYING_NUMBERS)"
                 ))
             }
         }
@@ -584,15 +599,15 @@ make deploy
     #[test]
     fn answers_match_only_the_shape_shown() {
         let shown = parse_shown(&[
-            r#"{"id":"5b0f6c0e-…","status":"pending","at":"2026-11-30T09:00:00Z","n":3,"#.into(),
+            r#"{"id":"5b0f6c0e-…","status":"pending","at":"2026-11-30T09:00:00Z","n":3,"elapsed_ms":4,"#.into(),
             r#" "list":[{"a":"…",…}],"none":null}"#.into(),
         ])
         .unwrap()
         .body
         .unwrap();
         let id = "0b9d8c1e-0000-4000-8000-000000000001";
-        let good = json!({"id": id, "status": "pending", "at": "2027-01-01T00:00:00.5Z", "n": 7,
-                          "list": [{"a": "x", "b": 1}], "none": null});
+        let good = json!({"id": id, "status": "pending", "at": "2027-01-01T00:00:00.5Z", "n": 3,
+                          "elapsed_ms": 91, "list": [{"a": "x", "b": 1}], "none": null});
         let mut bindings = Bindings::new();
         assert_eq!(matches_json(&shown, &good, &mut bindings, ""), Ok(()));
         assert_eq!(bindings.get("5b0f6c0e-…").map(String::as_str), Some(id));
@@ -601,6 +616,15 @@ make deploy
             format!("curl …/notifications/{id}/requeue")
         );
         assert!(substitute("curl …/notifications/7c41a2d9-…", &bindings).is_err());
+
+        // a count is compared exactly, a measurement is not
+        let mut other_count = good.clone();
+        other_count["n"] = json!(7);
+        assert!(
+            matches_json(&shown, &other_count, &mut bindings, "")
+                .unwrap_err()
+                .contains(".n: shown 3, answered 7")
+        );
 
         let mut bad = good.clone();
         bad.as_object_mut().unwrap().remove("n");
