@@ -161,7 +161,7 @@ mod tests {
                     &[JSON, RID],
                     r#"{"error":{"code":"invalid_json","message":"m","fields":[]}}"#,
                 ),
-                "body",
+                "x-error-codes",
             ),
             // the media type, and a body where none is declared
             (
