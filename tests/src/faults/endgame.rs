@@ -119,6 +119,7 @@ pub async fn settle(
              disagree; queue rows left: {left}"
         ),
     );
+    check_every_job_sent(client, row, accepted).await;
     let verdict = check_claims(client, ledger, row).await;
     check_sends(client, row, recipients).await;
     let without = db::attempts_without_rows(client).await;
@@ -128,6 +129,47 @@ pub async fn settle(
     );
     verdict
 }
+
+/// Every accepted job was sent. No scenario injects a fault of the message itself, so a job
+/// may end `dead` only when its whole budget went to attempts whose fate its worker never
+/// learnt (killed, swept, cut off, timed out: [`sends::unlearned_filter`]); a job buried by
+/// anything else fails the scenario, even though `dead` is final and so not lost.
+pub async fn check_every_job_sent(client: &Client, row: &mut Row, accepted: &[Uuid]) {
+    let unlearned = sends::unlearned_filter("d", "$2");
+    let r = client
+        .query_one(
+            &format!(
+                "SELECT count(*) FILTER (WHERE j.status IS DISTINCT FROM 'sent'),
+                        count(*) FILTER (WHERE j.status = 'dead'
+                            AND EXISTS (SELECT 1 FROM job_attempt_history d WHERE d.job_id = j.id)
+                            AND NOT EXISTS (
+                                SELECT 1 FROM job_attempt_history d
+                                WHERE d.job_id = j.id
+                                  AND (d.outcome = 'sent' OR NOT ({unlearned}))))
+                 FROM unnest($1::uuid[]) AS a(id)
+                 LEFT JOIN ({}) j ON j.id = a.id",
+                db::STANDS
+            ),
+            &[&accepted, &&sends::UNANSWERED[..]],
+        )
+        .await
+        .expect("count unsent jobs");
+    let (unsent, spent): (i64, i64) = (r.get(0), r.get(1));
+    row.check(
+        unsent == spent,
+        format!(
+            "every accepted job sent: {} of {}; dead because the at-least-once window spent \
+             their whole budget (every attempt's fate unknown): {spent}; otherwise not sent: {}",
+            accepted.len() as i64 - unsent,
+            accepted.len(),
+            unsent - spent
+        ),
+    );
+}
+
+/// The claimed-twice check's words: a mutant that breaks invariant 1 must fail it.
+pub const CLAIMED_TWICE: &str =
+    "claims made while an earlier holder's invocation still held the job";
 
 /// Invariant 1 from the claim log and the invocations (see [`claims`]).
 pub async fn check_claims(client: &Client, ledger: &Ledger, row: &mut Row) -> Verdict {
@@ -156,7 +198,7 @@ pub async fn check_claims(client: &Client, ledger: &Ledger, row: &mut Row) -> Ve
     row.check(
         verdict.twice.is_empty(),
         format!(
-            "claims made while an earlier holder's invocation still held the job: {} of {}",
+            "{CLAIMED_TWICE}: {} of {}",
             verdict.twice.len(),
             verdict.claims
         ),

@@ -32,18 +32,48 @@ pub fn duplicates(counts: &HashMap<String, u64>) -> u64 {
 
 /// Error codes of a provider call that did not complete: the request may have been
 /// accepted all the same.
-const UNANSWERED: [&str; 2] = [notify_core::delivery::TIMEOUT, "ResponseError"];
+pub const UNANSWERED: [&str; 2] = [notify_core::delivery::TIMEOUT, "ResponseError"];
 
-/// Attempts whose provider call did not complete ([`UNANSWERED`]).
-pub async fn unanswered_attempts(client: &Client) -> u64 {
-    client
-        .query_one(
-            "SELECT count(*) FROM job_attempt_history WHERE error_code = ANY($1)",
+/// The condition on a delivery row `d` (the alias) that its attempt's fate was never learnt
+/// ([`Attempts::unlearned`]); the query parameter `param` (`$1`) must be [`UNANSWERED`].
+pub fn unlearned_filter(d: &str, param: &str) -> String {
+    // COALESCE: a row with no error code is not unanswered (false, never NULL, so that
+    // `NOT (…)` holds for it)
+    format!(
+        "({d}.outcome = 'lost' OR {d}.fenced OR COALESCE({d}.error_code = ANY({param}), false))"
+    )
+}
+
+/// Per job: the sends the provider received beyond the first (`received`, by recipient: each
+/// job has one of its own), and its calls whose answer never came ([`UNANSWERED`]).
+pub async fn duplicates_by_job(
+    client: &Client,
+    received: &HashMap<String, u64>,
+) -> (HashMap<uuid::Uuid, u64>, HashMap<uuid::Uuid, u64>) {
+    let rows = client
+        .query(
+            "SELECT j.id, j.payload->>'to',
+                    (SELECT count(*) FROM job_attempt_history d
+                     WHERE d.job_id = j.id AND d.error_code = ANY($1))
+             FROM job_states j",
             &[&&UNANSWERED[..]],
         )
         .await
-        .expect("count unanswered attempts")
-        .get::<_, i64>(0) as u64
+        .expect("jobs by recipient");
+    let mut duplicates = HashMap::new();
+    let mut unanswered = HashMap::new();
+    for r in rows {
+        let (id, to): (uuid::Uuid, String) = (r.get(0), r.get(1));
+        let extra = received.get(&to).copied().unwrap_or(0).saturating_sub(1);
+        if extra > 0 {
+            duplicates.insert(id, extra);
+        }
+        let n = r.get::<_, i64>(2) as u64;
+        if n > 0 {
+            unanswered.insert(id, n);
+        }
+    }
+    (duplicates, unanswered)
 }
 
 /// One job's attempts, as the delivery rows tell them.
@@ -63,13 +93,15 @@ pub struct Attempts {
 pub async fn attempts_by_recipient(client: &Client) -> HashMap<String, Attempts> {
     client
         .query(
-            "SELECT j.payload->>'to', j.status = 'sent',
-                    count(d.*) FILTER (WHERE d.outcome = 'sent' AND NOT d.fenced),
-                    count(d.*) FILTER (WHERE d.outcome = 'lost' OR d.fenced
-                                          OR d.error_code = ANY($1))
-             FROM job_states j
-             LEFT JOIN job_attempt_history d ON d.job_id = j.id
-             GROUP BY j.id, j.payload, j.status",
+            &format!(
+                "SELECT j.payload->>'to', j.status = 'sent',
+                        count(d.*) FILTER (WHERE d.outcome = 'sent' AND NOT d.fenced),
+                        count(d.*) FILTER (WHERE {})
+                 FROM job_states j
+                 LEFT JOIN job_attempt_history d ON d.job_id = j.id
+                 GROUP BY j.id, j.payload, j.status",
+                unlearned_filter("d", "$1")
+            ),
             &[&&UNANSWERED[..]],
         )
         .await
