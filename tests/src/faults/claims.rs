@@ -240,7 +240,7 @@ pub fn judge(claims: &[Claim], spans: &[Span], now: DateTime<Utc>) -> Verdict {
 
 /// Per killed process: the jobs it was delivering when it was killed — claimed inside the
 /// invocation the kill ended (not committed after it), never completed by it.
-pub fn held_at_kills(claims: &[Claim], spans: &[Span]) -> HashMap<String, u64> {
+pub fn held_at_kills(claims: &[Claim], spans: &[Span]) -> HashMap<String, Vec<Uuid>> {
     let killed: Vec<&Span> = spans
         .iter()
         .filter(|s| matches!(s.ended, Some((_, Ending::Killed))))
@@ -254,10 +254,63 @@ pub fn held_at_kills(claims: &[Claim], spans: &[Span]) -> HashMap<String, u64> {
         });
         let completed = matches!(&claim.ended, Some((_, by)) if *by == claim.holder);
         if in_killed && !completed {
-            *held.entry(claim.holder.clone()).or_insert(0) += 1;
+            held.entry(claim.holder.clone())
+                .or_insert_with(Vec::new)
+                .push(claim.job_id);
         }
     }
     held
+}
+
+/// Duplicate sends, each given to what can explain it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Attribution {
+    /// Per killed process, the duplicates its kill explains.
+    pub per_kill: HashMap<String, u64>,
+    /// Duplicates explained by the job's own calls whose answer never came.
+    pub by_unanswered: u64,
+    /// Per job, the duplicates nothing explains.
+    pub unexplained: Vec<(Uuid, u64)>,
+}
+
+/// Gives each job's duplicate sends (`duplicates`: sends beyond its first) to what can have
+/// caused them: first its own calls that went unanswered (`unanswered`, per job), then the
+/// kills whose invocation held it (`held`, from [`held_at_kills`]), one each — a killed
+/// invocation sent a job it held at most once — the least loaded kill first. What is left is
+/// unexplained. Each kill's share can then be held to what that kill had in flight.
+pub fn attribute(
+    duplicates: &HashMap<Uuid, u64>,
+    unanswered: &HashMap<Uuid, u64>,
+    held: &HashMap<String, Vec<Uuid>>,
+) -> Attribution {
+    let mut holders: HashMap<Uuid, Vec<&str>> = HashMap::new();
+    for (process, jobs) in held {
+        for job in jobs {
+            holders.entry(*job).or_default().push(process);
+        }
+    }
+    let mut out = Attribution::default();
+    let mut jobs: Vec<(&Uuid, &u64)> = duplicates.iter().filter(|(_, d)| **d > 0).collect();
+    // the jobs with the fewest candidate kills first, so the freer kills are left for the rest
+    jobs.sort_by_key(|(job, _)| (holders.get(*job).map_or(0, Vec::len), **job));
+    for (job, dups) in jobs {
+        let own = unanswered.get(job).copied().unwrap_or(0).min(*dups);
+        out.by_unanswered += own;
+        let mut left = dups - own;
+        let mut candidates = holders.get(job).cloned().unwrap_or_default();
+        candidates.sort_by_key(|p| (out.per_kill.get(*p).copied().unwrap_or(0), *p));
+        for process in candidates {
+            if left == 0 {
+                break;
+            }
+            *out.per_kill.entry(process.to_owned()).or_insert(0) += 1;
+            left -= 1;
+        }
+        if left > 0 {
+            out.unexplained.push((*job, left));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -359,7 +412,32 @@ mod tests {
             claim(Uuid::new_v4(), "w2", 10, None),              // not killed
         ];
         let held = held_at_kills(&claims, &spans);
-        assert_eq!(held, HashMap::from([("w1".to_owned(), 2)]));
+        assert_eq!(held.len(), 1);
+        assert_eq!(held["w1"].len(), 2);
+        assert_eq!(
+            [held["w1"][0], held["w1"][1]],
+            [claims[1].job_id, claims[2].job_id]
+        );
+    }
+
+    #[test]
+    fn a_duplicate_goes_to_the_kill_that_held_its_job_never_to_another() {
+        let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let held = HashMap::from([("k1".to_owned(), vec![a, b]), ("k2".to_owned(), vec![b])]);
+        // a: once more than sent (k1 held it); b: twice more (k1 and k2); c: held by no kill,
+        // one of its calls unanswered, two duplicates
+        let duplicates = HashMap::from([(a, 1), (b, 2), (c, 2)]);
+        let unanswered = HashMap::from([(c, 1)]);
+        let out = attribute(&duplicates, &unanswered, &held);
+        assert_eq!(
+            out.per_kill,
+            HashMap::from([("k1".to_owned(), 2), ("k2".to_owned(), 1)])
+        );
+        assert_eq!(out.by_unanswered, 1);
+        assert_eq!(out.unexplained, vec![(c, 1)]);
+        // a kill cannot explain a job twice: b's third duplicate is nobody's
+        let out = attribute(&HashMap::from([(b, 3)]), &HashMap::new(), &held);
+        assert_eq!(out.unexplained, vec![(b, 1)]);
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! The worker writes results as they arrive, a burst at a time, so a kill re-sends at most
 //! the messages whose results were not yet written: the 4 calls in flight and, when it lands
 //! while a burst of answers is being written, that burst (the next calls start before it is
-//! written): at most 2 × 4 per kill, and never more than the jobs it held. The suite holds
-//! the duplicates to that bound (plus any call that timed out, whose fate is unknown too).
+//! written): at most 2 × 4 per kill, and never more than the jobs it held. The suite gives
+//! every duplicate to a kill whose invocation held its job (or to that job's own call that
+//! timed out, whose fate is unknown too) and holds each kill to its own bound.
 
 use std::time::Duration;
 
@@ -75,7 +76,7 @@ async fn run(s: &mut Suite) -> Row {
             verdict.after_kill
         ));
     }
-    check_kills(&client, &s.launcher.ledger, &mut row, &done).await;
+    check_kills(&client, &s.launcher.ledger, &mut row, &done, &recipients).await;
     row
 }
 
@@ -125,13 +126,16 @@ fn random_u64() -> u64 {
     (Uuid::new_v4().as_u128() >> 64) as u64
 }
 
-/// The kills landed inside deliveries, left attempts for the sweeper, and re-sent no more
-/// than what they had in flight.
+/// The kills landed inside deliveries, left attempts for the sweeper, and each re-sent no more
+/// than it had in flight: every duplicate send is given to a kill whose invocation held its
+/// job (or to that job's own call that timed out), and each kill's share is bounded by what
+/// that kill had in flight, so slack from one kill cannot hide a breach in another.
 async fn check_kills(
     client: &tokio_postgres::Client,
     ledger: &Ledger,
     row: &mut Row,
     kills: &[Kill],
+    recipients: &Recipients,
 ) {
     let picked = kills.iter().filter(|k| k.picked).count();
     row.check(
@@ -144,7 +148,7 @@ async fn check_kills(
     let held_at = claims::held_at_kills(&claims::load(client).await, &ledger.spans());
     let held: Vec<u64> = kills
         .iter()
-        .map(|k| held_at.get(&k.process).copied().unwrap_or(0))
+        .map(|k| held_at.get(&k.process).map_or(0, |jobs| jobs.len() as u64))
         .collect();
     let landed = held.iter().filter(|n| **n > 0).count();
     row.check(
@@ -161,15 +165,47 @@ async fn check_kills(
         lost_rows > 0,
         format!("attempts the sweeper recorded as lost: {lost_rows}"),
     );
-    let unanswered = sends::unanswered_attempts(client).await;
-    let bound: u64 = held.iter().map(|n| (*n).min(2 * IN_FLIGHT)).sum::<u64>() + unanswered;
-    let duplicates = row.duplicate_sends.unwrap_or(0);
+    let received = sends::received(|to| recipients.owns(to)).await;
+    let (duplicates, unanswered) = sends::duplicates_by_job(client, &received).await;
+    let shares = claims::attribute(&duplicates, &unanswered, &held_at);
     row.check(
-        duplicates <= bound,
+        shares.unexplained.is_empty(),
         format!(
-            "duplicate sends: {duplicates}, within what was in flight at the kills: at most \
-             {bound} (per kill the jobs it held, at most 2 × {IN_FLIGHT}; calls timed out: \
-             {unanswered})"
+            "duplicate sends, each given to a kill that held its job or to its own unanswered \
+             call: {} to kills, {} to unanswered calls, {} to nothing{}",
+            shares.per_kill.values().sum::<u64>(),
+            shares.by_unanswered,
+            shares.unexplained.iter().map(|(_, n)| n).sum::<u64>(),
+            shares
+                .unexplained
+                .first()
+                .map(|(job, n)| format!(" (first: job {job}, {n})"))
+                .unwrap_or_default()
+        ),
+    );
+    // (the kill's share, its bound, the process), the one furthest over its bound first
+    let mut per_kill: Vec<(u64, u64, &str)> = kills
+        .iter()
+        .map(|k| {
+            let share = shares.per_kill.get(&k.process).copied().unwrap_or(0);
+            let held = held_at.get(&k.process).map_or(0, |jobs| jobs.len() as u64);
+            (share, held.min(2 * IN_FLIGHT), k.process.as_str())
+        })
+        .collect();
+    per_kill
+        .sort_by_key(|(share, bound, _)| std::cmp::Reverse((share.saturating_sub(*bound), *share)));
+    let over = per_kill
+        .iter()
+        .filter(|(share, bound, _)| share > bound)
+        .count();
+    let worst = per_kill.first().copied().unwrap_or((0, 0, ""));
+    row.check(
+        over == 0,
+        format!(
+            "each kill re-sent at most what it had in flight (its held jobs, at most \
+             2 × {IN_FLIGHT}): kills over their bound: {over}; the largest share {} of a bound {} \
+             ({})",
+            worst.0, worst.1, worst.2
         ),
     );
 }
