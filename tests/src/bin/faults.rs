@@ -5,8 +5,10 @@
 //! row per scenario; exits non-zero when any check failed.
 //!
 //! Started by `tests/scripts/faults.sh` (which provides PostgreSQL and moto). With no
-//! argument it runs the full suite, which is what CI runs; `--quick` is a shorter version
-//! for a local check, `--only 1,3` runs some scenarios (numbered as in the table).
+//! argument it runs the full suite, then the mutants (scenarios against a deliberately broken
+//! service, which the checks must catch), which is what CI runs; `--quick` is a shorter
+//! version for a local check, `--only 1,3` runs some scenarios (numbered as in the table) and
+//! no mutant, `--no-mutants` skips them.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +18,8 @@ use integration_tests::faults::{Row, Suite, table};
 struct Options {
     quick: bool,
     only: Option<Vec<usize>>,
+    /// Run the mutants after the scenarios: a full run does, `--only` and `--no-mutants` not.
+    mutants: bool,
 }
 
 impl Options {
@@ -28,6 +32,7 @@ impl Options {
             .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect());
         Self {
             quick: args.iter().any(|a| a == "--quick"),
+            mutants: only.is_none() && !args.iter().any(|a| a == "--no-mutants"),
             only,
         }
     }
@@ -55,8 +60,32 @@ async fn main() {
             rows.push(scenarios::run(number, scenario, &mut suite, limit).await);
         }
     }
+    let mut survived = Vec::new();
+    if options.mutants {
+        for mutant in scenarios::MUTANTS {
+            let (_, caught) = scenarios::run_mutant(mutant, &mut suite, limit).await;
+            if !caught {
+                survived.push(mutant.title);
+            }
+        }
+    }
     let failed = report(&rows, started);
-    std::process::exit(if failed == 0 { 0 } else { 1 });
+    if options.mutants {
+        println!(
+            "mutants: {} of {} caught{}",
+            scenarios::MUTANTS.len() - survived.len(),
+            scenarios::MUTANTS.len(),
+            survived
+                .iter()
+                .map(|t| format!("\n  NOT CAUGHT: {t}"))
+                .collect::<String>()
+        );
+    }
+    std::process::exit(if failed == 0 && survived.is_empty() {
+        0
+    } else {
+        1
+    });
 }
 
 /// Prints the table and every failed check, writes the table to `FAULTS_TABLE`; how many

@@ -37,6 +37,45 @@ pub const ALL: &[Scenario] = &[
     tenants::SCENARIO,
 ];
 
+/// A scenario run against a deliberately broken service (a mutant): the suite's checks must
+/// catch it. It is caught when its row fails the check whose words start with `caught_by`;
+/// a mutant every check passes means the checks could pass the bug it plants.
+pub struct Mutant {
+    pub title: &'static str,
+    pub run: for<'a> fn(&'a mut Suite) -> LocalBoxFuture<'a, Row>,
+    pub caught_by: &'static str,
+}
+
+/// Every mutant, run after the scenarios.
+pub const MUTANTS: &[Mutant] = &[sweep::SHORT_WINDOW];
+
+/// Runs one mutant within `limit`: its row, labelled, whose checks say whether it was caught
+/// (see [`Mutant`]).
+pub async fn run_mutant(mutant: &Mutant, suite: &mut Suite, limit: Duration) -> (Row, bool) {
+    let label = format!("mutant: {}", mutant.title);
+    println!("\n== {label} (its checks must fail)");
+    let started = Instant::now();
+    // a mutant that overran its limit failed no check: not caught
+    let mut row = tokio::time::timeout(limit, (mutant.run)(suite))
+        .await
+        .unwrap_or_default();
+    row.scenario = label;
+    let caught = row.failures.iter().any(|f| f.starts_with(mutant.caught_by));
+    println!(
+        "    {} ({:.1} s)",
+        if caught {
+            format!("caught: {}", mutant.caught_by)
+        } else {
+            format!(
+                "NOT CAUGHT: no failed check starts with {:?}",
+                mutant.caught_by
+            )
+        },
+        started.elapsed().as_secs_f64()
+    );
+    (row, caught)
+}
+
 /// `"{number}. {title}"`, the row's label.
 pub fn label(number: usize, scenario: &Scenario) -> String {
     format!("{number}. {}", scenario.title)

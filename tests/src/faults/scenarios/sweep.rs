@@ -9,17 +9,26 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use super::Scenario;
+use super::{Mutant, Scenario};
 use crate::TestDb;
 use crate::faults::api::{invoke_scheduled, summary_count};
-use crate::faults::endgame::{drain, settle};
+use crate::faults::endgame::{CLAIMED_TWICE, drain, settle};
 use crate::faults::process::Function;
 use crate::faults::{Row, Suite, claims, db};
 use crate::stand_in::Recipients;
 
 pub const SCENARIO: Scenario = Scenario {
     title: "sweeper beside slow workers",
-    run: |s| Box::pin(run(s)),
+    run: |s| Box::pin(run(s, STUCK_AFTER_SECS, TIMEOUT.as_secs())),
+};
+
+/// The same, with a sweep window shorter than the workers hold their jobs: the sweeper is
+/// told the shortest window it accepts (a `WORKER_TIMEOUT_SECS` of 1 where the workers' is
+/// 12). It takes jobs live workers still deliver, and the claimed-twice check must say so.
+pub const SHORT_WINDOW: Mutant = Mutant {
+    title: "a sweep window shorter than the workers' holds",
+    run: |s| Box::pin(run(s, SHORTEST_WINDOW.as_secs(), 1)),
+    caught_by: CLAIMED_TWICE,
 };
 
 const WORKERS: usize = 3;
@@ -46,7 +55,8 @@ struct Work {
     fenced: u64,
 }
 
-async fn run(s: &mut Suite) -> Row {
+/// The scenario with the sweeper told `stuck_after` and `worker_timeout` (seconds).
+async fn run(s: &mut Suite, stuck_after: u64, worker_timeout: u64) -> Row {
     let mut row = Row::default();
     let jobs = if s.quick { 60 } else { 150 };
     let db = TestDb::new().await;
@@ -61,13 +71,11 @@ async fn run(s: &mut Suite) -> Row {
         ("PROVIDER_TIMEOUT_MS", PROVIDER_TIMEOUT_MS.to_string()),
     ];
     let workers = Function::start(&s.launcher, "worker", env, WORKERS).await;
-    let sweeper = s
-        .sweeper_with(&db, STUCK_AFTER_SECS, TIMEOUT.as_secs())
-        .await;
+    let sweeper = s.sweeper_with(&db, stuck_after, worker_timeout).await;
     s.proxy.set_delay(CALL_DELAY);
     row.note(format!(
         "{WORKERS} workers (timeout {} s, batch {BATCH}, {CONCURRENCY} in flight, provider calls \
-         delayed {} ms each way); the sweeper (window {STUCK_AFTER_SECS} s) every {} ms",
+         delayed {} ms each way); the sweeper (window {stuck_after} s) every {} ms",
         TIMEOUT.as_secs(),
         CALL_DELAY.as_millis(),
         SWEEP_EVERY.as_millis()
