@@ -76,19 +76,8 @@ impl BulkRequeue {
                 }
                 plain
             });
-        let limit = match fields.obj.get("limit") {
-            None => DEFAULT_LIMIT,
-            Some(value) => match value.as_u64() {
-                Some(n) if (1..=u64::from(MAX_LIMIT)).contains(&n) => n as u32,
-                _ => {
-                    fields.error(
-                        "limit",
-                        &format!("must be an integer from 1 to {MAX_LIMIT}"),
-                    );
-                    DEFAULT_LIMIT
-                }
-            },
-        };
+        let limit =
+            fields.integer("limit", 1..=i64::from(MAX_LIMIT), i64::from(DEFAULT_LIMIT)) as u32;
         fields.refuse_unknown(&["status", "since", "until", "error_code", "limit"]);
         if errors.is_empty() {
             Ok(Self {
@@ -157,6 +146,8 @@ mod tests {
         );
         assert_eq!(full.error_code.as_deref(), Some("Throttling"));
         assert_eq!(full.limit, MAX_LIMIT);
+        let float = BulkRequeue::parse(&json!({"status": "dead", "limit": 435.0})).unwrap();
+        assert_eq!(float.limit, 435);
     }
 
     #[test]

@@ -272,16 +272,11 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
         fields.refuse_unknown(allowed);
     }
 
-    let max_attempts = match obj.get("max_attempts") {
-        None => DEFAULT_MAX_ATTEMPTS,
-        Some(v) => match v.as_i64() {
-            Some(n) if (1..=MAX_ATTEMPTS_LIMIT).contains(&n) => n as i32,
-            _ => {
-                fields.error("max_attempts", "must be an integer from 1 to 20");
-                DEFAULT_MAX_ATTEMPTS
-            }
-        },
-    };
+    let max_attempts = fields.integer(
+        "max_attempts",
+        1..=MAX_ATTEMPTS_LIMIT,
+        i64::from(DEFAULT_MAX_ATTEMPTS),
+    ) as i32;
 
     let mut send_at_given = None;
     if let Some(raw) = fields.string("send_at", false, 1, 64) {
@@ -418,6 +413,39 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An integer field in `range`, `default` when absent. JSON Schema's `integer` is any
+    /// number with no fraction, so `4.0` is 4 (as every validator of the spec reads it).
+    pub(super) fn integer(
+        &mut self,
+        name: &str,
+        range: std::ops::RangeInclusive<i64>,
+        default: i64,
+    ) -> i64 {
+        let Some(value) = self.obj.get(name) else {
+            return default;
+        };
+        let integral = value.as_i64().or_else(|| {
+            value
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() <= 2f64.powi(53))
+                .map(|f| f as i64)
+        });
+        match integral {
+            Some(n) if range.contains(&n) => n,
+            _ => {
+                self.error(
+                    name,
+                    &format!(
+                        "must be an integer from {} to {}",
+                        range.start(),
+                        range.end()
+                    ),
+                );
+                default
+            }
+        }
+    }
+
     fn email(&mut self, name: &str, required: bool) -> Option<String> {
         let raw = self.string(name, required, 1, MAX_EMAIL_CHARS)?;
         match Email::parse(&raw) {
@@ -455,6 +483,31 @@ mod tests {
 
     fn fields(errors: Vec<FieldError>) -> Vec<String> {
         errors.into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn an_integer_may_be_written_with_a_zero_fraction_as_json_schema_reads_it() {
+        let sms = |attempts: Value| {
+            validate(
+                &json!({"channel": "sms", "to": "+15555550100", "message": "hi",
+                        "max_attempts": attempts}),
+                now(),
+            )
+        };
+        assert_eq!(sms(json!(4.0)).unwrap().max_attempts, 4);
+        for bad in [
+            json!(4.5),
+            json!(0.0),
+            json!(21.0),
+            json!(1e300),
+            json!("4"),
+        ] {
+            assert_eq!(
+                fields(sms(bad.clone()).unwrap_err()),
+                ["max_attempts"],
+                "{bad}"
+            );
+        }
     }
 
     #[test]
