@@ -1,5 +1,5 @@
-"""Schemathesis hooks of tests/scripts/contract.sh: the local credential, and what
-`cargo lambda watch` cannot carry.
+"""Schemathesis hooks of tests/scripts/contract.sh: the local credential, what a schema cannot
+say of a valid request, and what `cargo lambda watch` cannot carry.
 
 The fuzzed function runs as `make watch` runs it (ALLOW_ORG_HEADER=true), with no API Gateway in
 front to check a JWT: the organization comes in the `X-Organization-Id` header. The spec declares
@@ -27,10 +27,12 @@ function-URL emulation answers some requests with a 500 of its own (RFC 7807 tex
 """
 
 import os
+from datetime import datetime, timedelta, timezone
 
 import requests
 import schemathesis
 from schemathesis.core.transport import Response
+from schemathesis.generation.modes import GenerationMode
 
 
 def _utf8_header(value):
@@ -43,6 +45,64 @@ def _utf8_header(value):
 @schemathesis.hook
 def before_load_schema(context, raw_schema):
     raw_schema["security"] = [{"localOrganizationHeader": []}]
+
+
+# What a schema cannot say, made true of every positive case, so that `positive_data_acceptance`
+# holds the function to a 2xx for each (a refusal of one is a failure, never an allowed 400):
+# - a listing's `cursor` must be a `next_cursor` this API returned: a made-up one is dropped
+#   (the stateful phase follows the listings' next-page links with real ones);
+# - `send_at` at most 30 days ahead; `expires_at` after it (or now) and at most 30 days after:
+#   a `send_at` past that is moved to an hour from now, an `expires_at` outside it is dropped;
+# - a bulk requeue's `until` must be later than its `since`: an `until` that is not is dropped.
+LISTINGS = {"GET /notifications", "GET /suppressions"}
+MAX_AHEAD = timedelta(days=30) - timedelta(minutes=5)
+
+
+def _time(value):
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+    return at if at.tzinfo else None
+
+
+def _timely(request, now):
+    """A send request (or batch item) with its `send_at` and `expires_at` in range."""
+    if not isinstance(request, dict):
+        return request
+    due = now
+    if "send_at" in request:
+        send_at = _time(request["send_at"])
+        if send_at is None or send_at.year < 1900 or send_at > now + MAX_AHEAD:
+            request["send_at"] = (now + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+            send_at = now + timedelta(hours=1)
+        due = max(send_at, now)
+    if "expires_at" in request:
+        expires = _time(request["expires_at"])
+        if expires is None or not due + timedelta(minutes=1) < expires < due + MAX_AHEAD:
+            del request["expires_at"]
+    return request
+
+
+@schemathesis.hook
+def map_case(context, case):
+    if case.meta is None or case.meta.generation.mode != GenerationMode.POSITIVE:
+        return case
+    label = f"{case.method.upper()} {case.operation.path}"
+    now = datetime.now(timezone.utc)
+    if label in LISTINGS and isinstance(case.query, dict):
+        case.query.pop("cursor", None)
+    elif label == "POST /notifications":
+        case.body = _timely(case.body, now)
+    elif label == "POST /notifications/batch" and isinstance(case.body, dict):
+        items = case.body.get("notifications")
+        if isinstance(items, list):
+            case.body["notifications"] = [_timely(item, now) for item in items]
+    elif label == "POST /notifications/requeue" and isinstance(case.body, dict):
+        since, until = _time(case.body.get("since")), _time(case.body.get("until"))
+        if "until" in case.body and (until is None or (since is not None and until <= since)):
+            del case.body["until"]
+    return case
 
 
 @schemathesis.hook
