@@ -1,7 +1,7 @@
 //! `make bench`: the service's throughput and latencies on a durable local
 //! PostgreSQL, side by side with graphile-worker and with pgbench running the same SQL.
 //!
-//! Usage: `DATABASE_URL=… bench [--quick] [--peer | --no-peer]` (tests/scripts/bench.sh
+//! Usage: `DATABASE_URL=… bench [--quick] [--peer | --no-peer] [--only claim|peer]` (tests/scripts/bench.sh
 //! starts a durable throwaway cluster and sets DATABASE_URL). Prints a table, then one line
 //! `BENCH {json}` holding every figure. Targets are reported, never enforced.
 //!
@@ -14,6 +14,7 @@
 
 mod ceiling;
 mod claim;
+mod clock;
 mod cold_start;
 mod cpu;
 mod db;
@@ -61,9 +62,13 @@ struct Plan {
     period: Duration,
     ticks: u32,
     peer: bool,
+    /// The peer's grid: processes × `concurrentJobs` × local queue size (12 settings in a full
+    /// run, as many as our workers × batch sizes).
     peer_processes: Vec<usize>,
-    /// Rounds of our best cell and the peer's best setting run in turns (with the peer).
-    head_rounds: usize,
+    peer_concurrency: Vec<u32>,
+    peer_local_queue: Vec<u32>,
+    /// ABBA rounds of both sides at their defaults (the headline).
+    peer_rounds: usize,
     /// Cold starts of each function in each migrations setting (and database handshakes).
     cold_runs: usize,
 }
@@ -88,9 +93,11 @@ impl Plan {
                 poll_span: Duration::from_secs(3),
                 period: Duration::from_secs(1),
                 ticks: 3,
-                peer: peer.unwrap_or(false),
+                peer: peer.unwrap_or(true),
                 peer_processes: vec![1],
-                head_rounds: 2,
+                peer_concurrency: vec![24],
+                peer_local_queue: vec![500],
+                peer_rounds: 4,
                 cold_runs: 5,
             }
         } else {
@@ -115,7 +122,9 @@ impl Plan {
                 ticks: 6,
                 peer: peer.unwrap_or(true),
                 peer_processes: vec![1, 2, 4],
-                head_rounds: 4,
+                peer_concurrency: vec![12, 24],
+                peer_local_queue: vec![100, 500],
+                peer_rounds: 10,
                 cold_runs: 20,
             }
         }
@@ -128,6 +137,7 @@ fn main() -> Result<()> {
     let mut peer = None;
     let mut history = None;
     let mut only_claim = false;
+    let mut only_peer = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -140,18 +150,21 @@ fn main() -> Result<()> {
             }
             "--only" => match args.next().map(String::as_str) {
                 Some("claim") => only_claim = true,
+                Some("peer") => only_peer = true,
                 Some(other) => {
                     anyhow::bail!(
-                        "--only {other}: no such part (the part that runs alone is `claim`)"
+                        "--only {other}: no such part (the parts that run alone are `claim` and `peer`)"
                     )
                 }
-                None => anyhow::bail!("--only needs a part: `claim` (the claim latency alone)"),
+                None => anyhow::bail!(
+                    "--only needs a part: `claim` (the claim latency alone) or `peer` (our grid and graphile-worker's)"
+                ),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim]   (needs DATABASE_URL; `make bench` sets it)"
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim | --only peer]   (needs DATABASE_URL; `make bench` sets it)"
                 );
                 return Ok(());
             }
@@ -172,6 +185,8 @@ fn main() -> Result<()> {
     }
     if only_claim {
         rt.block_on(run_claim(plan, &url))
+    } else if only_peer {
+        rt.block_on(run_peer(plan, &url))
     } else {
         rt.block_on(run(plan, &url))
     }
@@ -190,6 +205,26 @@ async fn run_claim(plan: Plan, url: &str) -> Result<()> {
             "date": results.date,
             "machine": results.machine,
             "claim_latency": results.claim_latency,
+            "targets": targets,
+        })
+    );
+    Ok(())
+}
+
+/// `--only peer`: parts 1 and 5 alone, their sections, their targets, and a `BENCH` line
+/// with those parts only.
+async fn run_peer(plan: Plan, url: &str) -> Result<()> {
+    let results = measure::peer_only(&plan, url).await?;
+    let targets = targets::peer(&results);
+    render::peer_only(&results, &targets);
+    say!(
+        "BENCH {}",
+        serde_json::json!({
+            "mode": results.mode,
+            "date": results.date,
+            "machine": results.machine,
+            "worked": results.worked,
+            "peer": results.peer,
             "targets": targets,
         })
     );

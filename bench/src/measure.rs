@@ -29,8 +29,7 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     let ours = worked.best.jobs_per_sec;
     let mut ceiling = ceiling::grid(&bench, plan).await?;
     ceiling.ours_best_over_ceiling_best = ceiling.best.as_ref().map(|c| ours / c.jobs_per_sec);
-    let (mut peer, peer_writes) = peer::measure(&bench, plan, &worked.best).await;
-    peer.ours_best_over_peer_best = peer.best.as_ref().map(|p| ours / p.jobs_per_sec);
+    let (peer, peer_writes) = peer::measure(&bench, plan, &worked.best).await?;
     r.ingest = ingest::measure(&bench, plan).await?;
     r.accept_to_provider = latency::measure(&bench, plan).await?;
     r.claim_latency = claim::measure(&bench, plan).await?;
@@ -50,6 +49,22 @@ pub async fn claim_only(plan: &Plan, url: &str) -> Result<Results> {
     let claim_latency = claim::measure(&bench, plan).await;
     r = end(bench, r, started).await;
     r.claim_latency = claim_latency?;
+    Ok(r)
+}
+
+/// `--only peer`: our grid (part 1) and the comparison with graphile-worker (part 5) alone.
+pub async fn peer_only(plan: &Plan, url: &str) -> Result<Results> {
+    let (bench, mut r, started) = begin(plan, url).await?;
+    let worked = worked::grid(&bench, plan).await;
+    let compared = match &worked {
+        Ok(w) => Some(peer::measure(&bench, plan, &w.best).await),
+        Err(_) => None,
+    };
+    r = end(bench, r, started).await;
+    r.worked = worked?;
+    if let Some(compared) = compared {
+        r.peer = compared?.0;
+    }
     Ok(r)
 }
 

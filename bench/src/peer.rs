@@ -1,9 +1,17 @@
-//! 5: the peer, graphile-worker (bench/peer), draining the same number of no-op jobs on the
-//! same server, with the batching options of its own performance test (bench/peer/drain.js).
-//! Its jobs are queued with its own `add_jobs` in one statement, as its performance test does.
+//! 5: the peer, graphile-worker (bench/peer), beside ours on the same server, the same no-op
+//! jobs, and one clock: the database's ([`crate::clock`]), so neither side's start-up or tail
+//! is timed and both are timed alike. Its jobs are queued with its own `add_jobs` in one
+//! statement, as its performance test does.
+//!
+//! - **The headline, at the shipped defaults**: ours as the template deploys it (one worker
+//!   invocation, `WorkerBatchSize` 100, `WorkerConcurrency` 16) against graphile-worker at the
+//!   configuration its own performance test documents ([`SETTINGS`]: one process), run in
+//!   turns ABBA (ours, theirs, theirs, ours, ...) for `plan.peer_rounds` rounds: the median of
+//!   each side, the median of the rounds' ratios and its bootstrap 95% interval.
+//! - **Both sides' best over grids of the same size**: ours over workers × batch size (the
+//!   grid of part 1), theirs over `concurrentJobs` × local queue size × processes.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use serde::Serialize;
@@ -11,13 +19,14 @@ use serde_json::Value;
 use tokio::process::Command;
 
 use crate::Plan;
+use crate::clock::{self, Sampler, Timed};
 use crate::db::Bench;
 use crate::stats::{median, rounded, rounded_all, rounded_opt};
 use crate::worked::{self, Cell};
 use crate::writes::Side;
 
-/// The settings of graphile-worker's own performance test, as drain.js sets them.
-#[derive(Debug, Clone, Copy, Serialize)]
+/// graphile-worker's settings for one process, as drain.js passes them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Settings {
     pub concurrent_jobs: u32,
     pub max_pool_size: u32,
@@ -27,6 +36,7 @@ pub struct Settings {
     pub fail_job_batch_delay: u32,
 }
 
+/// The settings of graphile-worker's own performance test (perfTest/graphile.config.js).
 pub const SETTINGS: Settings = Settings {
     concurrent_jobs: 24,
     max_pool_size: 25,
@@ -42,166 +52,225 @@ impl Default for Settings {
     }
 }
 
-/// 5: the peer's runs, or why there are none.
+impl Settings {
+    /// The documented settings with another concurrency (its pool one larger, as there) and
+    /// local queue size.
+    pub fn with(concurrent_jobs: u32, local_queue_size: u32) -> Self {
+        Self {
+            concurrent_jobs,
+            max_pool_size: concurrent_jobs + 1,
+            local_queue_size,
+            ..SETTINGS
+        }
+    }
+}
+
+/// Ours at the template's defaults: one worker invocation at a time, batch 100 (and the
+/// default `WORKER_CONCURRENCY`, 16).
+pub const OURS_DEFAULT: (usize, u32) = (1, 100);
+/// Theirs at its documented configuration: one process with [`SETTINGS`].
+pub const THEIRS_DEFAULT_PROCESSES: usize = 1;
+
+/// 5: the comparison, or why there is none.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Peer {
     /// What ran (graphile-worker and Node.js versions), or why it did not.
     pub status: String,
+    /// How both sides were timed.
+    pub clock: String,
     pub settings: Settings,
-    /// The best run of each process count.
-    pub runs: Vec<PeerRun>,
+    /// The headline: both at their shipped or documented defaults, in turns.
+    pub default: Option<Headline>,
+    /// ABBA rounds of the headline.
+    pub rounds: usize,
+    /// The median of the rounds' ratios (ours ÷ theirs).
+    #[serde(serialize_with = "rounded_opt::<3, _>")]
+    pub ratio_median: Option<f64>,
+    /// Its bootstrap 95% interval (the rounds resampled 10,000 times).
+    pub ratio_ci95: Option<[f64; 2]>,
+    /// Theirs over its grid, the best of `plan.reps` runs per setting.
+    pub grid: Vec<PeerRun>,
     pub best: Option<PeerRun>,
-    /// Our best cell's jobs/s ÷ the peer's best.
+    /// Our grid's best jobs/s ÷ theirs.
     #[serde(serialize_with = "rounded_opt::<3, _>")]
     pub ours_best_over_peer_best: Option<f64>,
-    /// Both sides' best settings again, taking turns (none in quick mode).
-    pub head_to_head: Option<HeadToHead>,
 }
 
-/// Our best cell and the peer's best process count, run again in turns (ours, theirs,
-/// theirs, ours, ours, theirs, ...): the grids run minutes apart, so whatever the machine does
-/// in between falls on the best ÷ best ratio; here it falls on both sides alike.
+/// Both sides at their defaults, each round's figures and their medians.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct HeadToHead {
-    /// Our best cell's setting and the peer's.
+pub struct Headline {
     pub ours: String,
     pub theirs: String,
-    /// Each round's jobs/s, in the order run.
-    #[serde(serialize_with = "rounded_all::<1, _>")]
-    pub ours_jobs_per_sec: Vec<f64>,
-    #[serde(serialize_with = "rounded_all::<1, _>")]
-    pub theirs_jobs_per_sec: Vec<f64>,
-    /// The median of ours ÷ the median of theirs.
+    /// The median of each side's rounds.
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub ours_jobs_per_sec: f64,
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub theirs_jobs_per_sec: f64,
+    /// ours ÷ theirs, of the medians.
     #[serde(serialize_with = "rounded::<3, _>")]
-    pub ratio_of_medians: f64,
-    /// Each round's ours ÷ theirs.
+    pub ratio: f64,
+    /// Each round's jobs/s, in the order run (A first in even rounds, B first in odd ones).
+    #[serde(serialize_with = "rounded_all::<1, _>")]
+    pub ours_rounds: Vec<f64>,
+    #[serde(serialize_with = "rounded_all::<1, _>")]
+    pub theirs_rounds: Vec<f64>,
     #[serde(serialize_with = "rounded_all::<3, _>")]
     pub round_ratios: Vec<f64>,
 }
 
-impl HeadToHead {
-    pub fn of(ours: String, theirs: String, rounds: Vec<(f64, f64)>) -> Self {
+impl Headline {
+    pub fn of(ours: String, theirs: String, rounds: &[(f64, f64)]) -> Self {
         let (o, t): (Vec<f64>, Vec<f64>) = rounds.iter().copied().unzip();
+        let (mo, mt) = (median(&o), median(&t));
         Self {
             ours,
             theirs,
-            ratio_of_medians: median(&o) / median(&t),
+            ours_jobs_per_sec: mo,
+            theirs_jobs_per_sec: mt,
+            ratio: mo / mt,
             round_ratios: rounds.iter().map(|(o, t)| o / t).collect(),
-            ours_jobs_per_sec: o,
-            theirs_jobs_per_sec: t,
+            ours_rounds: o,
+            theirs_rounds: t,
         }
     }
 }
 
-/// The peer over `plan.peer_processes`, when the plan has it, then its write budget at its
-/// best process count ([`crate::writes`]), then that count and our best cell (`ours`) in
-/// turns; it never fails the benchmark (the status says what went wrong, and the runs before
-/// it are kept). The best ÷ best ratio is left for the caller.
-pub async fn measure(bench: &Bench, plan: &Plan, ours: &Cell) -> (Peer, Side) {
-    let mut runs = Vec::new();
-    let mut head_to_head = None;
-    let mut writes = Side::not_measured("not measured (quick mode; --peer runs it)");
-    let status = if !plan.peer {
-        "skipped (quick mode; --peer runs it)".to_owned()
-    } else {
-        writes = Side::not_measured("not measured: graphile-worker did not run");
-        match install().await {
-            Ok(what) => {
-                crate::step!("peer: {what}");
-                match drain(bench, plan, ours, &mut runs, &mut writes, &mut head_to_head).await {
-                    Ok(()) => what,
-                    Err(e) => format!("{what}: failed: {e:#}"),
-                }
-            }
-            // the issue's fallback, pg-boss, is not wired in: it would come from the same
-            // npm registry, so it mostly fails for the same reason
-            Err(why) => format!(
-                "graphile-worker cannot be installed: {why}; no peer this run (the pg-boss fallback is not implemented)"
-            ),
-        }
+/// The median's bootstrap 95% interval: `values` resampled with replacement `resamples`
+/// times (a fixed seed, so a run's interval is reproducible from its rounds), the 2.5th and
+/// 97.5th percentiles of the resamples' medians.
+pub fn bootstrap_ci95(values: &[f64], resamples: usize) -> Option<[f64; 2]> {
+    if values.len() < 2 {
+        return None;
+    }
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        // xorshift64*
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
     };
-    let best = runs
+    let mut medians: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let sample: Vec<f64> = (0..values.len())
+                .map(|_| values[(next() % values.len() as u64) as usize])
+                .collect();
+            median(&sample)
+        })
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let at = |q: f64| medians[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
+    Some([at(0.025), at(0.975)])
+}
+
+/// The comparison, when the plan has it, then graphile-worker's write budget at its best
+/// setting ([`crate::writes`]). `ours` is our grid's best cell. `Err` when the peer was asked
+/// for and cannot run: a comparison that silently did not happen would read as none needed.
+pub async fn measure(bench: &Bench, plan: &Plan, ours: &Cell) -> Result<(Peer, Side)> {
+    let mut peer = Peer {
+        clock: format!(
+            "the database's: open jobs counted every {} ms, the rate between 10% and 90% of the \
+             drain, for both sides",
+            clock::SAMPLE_EVERY.as_millis()
+        ),
+        ..Peer::default()
+    };
+    if !plan.peer {
+        peer.status = "skipped (--no-peer)".into();
+        return Ok((peer, Side::not_measured("not measured (--no-peer)")));
+    }
+    let what = install()
+        .await
+        .map_err(|why| anyhow::anyhow!("graphile-worker cannot run: {why} (--no-peer skips it)"))?;
+    crate::step!("peer: {what}");
+    let client = setup(bench).await?;
+    peer.status = what;
+    peer.rounds = plan.peer_rounds;
+    let rounds = headline(bench, plan, &client).await?;
+    let ratios: Vec<f64> = rounds.iter().map(|(o, t)| o / t).collect();
+    peer.ratio_median = Some(median(&ratios));
+    peer.ratio_ci95 = bootstrap_ci95(&ratios, 10_000);
+    peer.default = Some(Headline::of(
+        format!(
+            "{} worker, batch {}, WORKER_CONCURRENCY {} (the template's defaults)",
+            OURS_DEFAULT.0,
+            OURS_DEFAULT.1,
+            worked::worker_config(OURS_DEFAULT.1).concurrency
+        ),
+        format!(
+            "{THEIRS_DEFAULT_PROCESSES} process, concurrentJobs {}, localQueue {} (its performance test's)",
+            SETTINGS.concurrent_jobs, SETTINGS.local_queue_size
+        ),
+        &rounds,
+    ));
+    for &processes in &plan.peer_processes {
+        for &concurrent in &plan.peer_concurrency {
+            for &local_queue in &plan.peer_local_queue {
+                let settings = Settings::with(concurrent, local_queue);
+                crate::step!(
+                    "peer grid: {} jobs, {processes} processes × concurrentJobs {concurrent}, localQueue {local_queue}",
+                    plan.jobs
+                );
+                let mut best: Option<PeerRun> = None;
+                for _ in 0..plan.reps {
+                    let r = run(bench, &client, plan.jobs, processes, settings).await?;
+                    if best
+                        .as_ref()
+                        .is_none_or(|b| r.jobs_per_sec > b.jobs_per_sec)
+                    {
+                        best = Some(r);
+                    }
+                }
+                peer.grid.extend(best);
+            }
+        }
+    }
+    peer.best = peer
+        .grid
         .iter()
         .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
         .cloned();
-    let peer = Peer {
-        status,
-        settings: SETTINGS,
-        runs,
-        best,
-        ours_best_over_peer_best: None,
-        head_to_head,
+    peer.ours_best_over_peer_best = peer
+        .best
+        .as_ref()
+        .map(|b| ours.jobs_per_sec / b.jobs_per_sec);
+    let writes = match &peer.best {
+        Some(best) => {
+            crate::writes::peer(bench, &client, plan.jobs, best.processes, best.settings).await
+        }
+        None => Side::not_measured("not measured: no peer run"),
     };
-    (peer, writes)
+    Ok((peer, writes))
 }
 
-/// Pushes the best of `plan.reps` runs of each process count onto `runs`, then measures the
-/// write budget at the best of them into `writes`, then runs that count and our best cell
-/// in turns (`plan.head_rounds` rounds each) into `head_to_head`.
-async fn drain(
+/// `plan.peer_rounds` rounds of both defaults in turns, ABBA: (ours, theirs) jobs/s each.
+async fn headline(
     bench: &Bench,
     plan: &Plan,
-    ours: &Cell,
-    runs: &mut Vec<PeerRun>,
-    writes: &mut Side,
-    head_to_head: &mut Option<HeadToHead>,
-) -> Result<()> {
-    let client = setup(bench).await?;
-    let startup = startup(bench).await?;
-    for &p in &plan.peer_processes {
+    client: &tokio_postgres::Client,
+) -> Result<Vec<(f64, f64)>> {
+    let (workers, batch) = OURS_DEFAULT;
+    let mut rounds = Vec::with_capacity(plan.peer_rounds);
+    for round in 0..plan.peer_rounds {
         crate::step!(
-            "peer: {} jobs, {p} processes × {}",
-            plan.jobs,
-            SETTINGS.concurrent_jobs
+            "peer, the defaults in turns: round {} of {} ({} first), {} jobs",
+            round + 1,
+            plan.peer_rounds,
+            if round % 2 == 0 { "ours" } else { "theirs" },
+            plan.jobs
         );
-        let mut best: Option<PeerRun> = None;
-        for _ in 0..plan.reps {
-            let r = run(bench, &client, plan.jobs, p, startup).await?;
-            if best
-                .as_ref()
-                .is_none_or(|b| r.jobs_per_sec > b.jobs_per_sec)
-            {
-                best = Some(r);
-            }
-        }
-        runs.extend(best);
+        let mine = || worked::cell(bench, plan.jobs, workers, batch);
+        let them = || run(bench, client, plan.jobs, THEIRS_DEFAULT_PROCESSES, SETTINGS);
+        let (o, t) = if round % 2 == 0 {
+            let o = mine().await?;
+            (o, them().await?)
+        } else {
+            let t = them().await?;
+            (mine().await?, t)
+        };
+        rounds.push((o.jobs_per_sec, t.jobs_per_sec));
     }
-    if let Some(best) = runs
-        .iter()
-        .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
-    {
-        *writes = crate::writes::peer(bench, &client, plan.jobs, best.processes, startup).await;
-        let theirs = best.processes;
-        let mut rounds = Vec::with_capacity(plan.head_rounds);
-        for round in 0..plan.head_rounds {
-            crate::step!(
-                "head to head: round {} of {}, {} workers batch {} and {theirs} processes",
-                round + 1,
-                plan.head_rounds,
-                ours.workers,
-                ours.batch
-            );
-            let mine = || worked::cell(bench, plan.jobs, ours.workers, ours.batch);
-            let them = || run(bench, &client, plan.jobs, theirs, startup);
-            // ours first in even rounds, theirs first in odd ones
-            let (o, t) = if round % 2 == 0 {
-                let o = mine().await?;
-                (o, them().await?)
-            } else {
-                let t = them().await?;
-                (mine().await?, t)
-            };
-            rounds.push((o.jobs_per_sec, t.jobs_per_sec));
-        }
-        if !rounds.is_empty() {
-            *head_to_head = Some(HeadToHead::of(
-                format!("{} workers, batch {}", ours.workers, ours.batch),
-                format!("{theirs} processes × {}", SETTINGS.concurrent_jobs),
-                rounds,
-            ));
-        }
-    }
-    Ok(())
+    Ok(rounds)
 }
 
 pub fn dir() -> PathBuf {
@@ -246,12 +315,14 @@ pub async fn install() -> std::result::Result<String, String> {
     Ok(format!("graphile-worker {version} on Node.js {node}"))
 }
 
-async fn node(bench: &Bench, mode: &str) -> Result<String> {
+async fn node(bench: &Bench, mode: &str, settings: Settings) -> Result<String> {
     let out = Command::new("node")
         .arg("drain.js")
         .arg(mode)
         .current_dir(dir())
         .env("PEER_DATABASE_URL", &bench.peer_url)
+        .env("PEER_CONCURRENCY", settings.concurrent_jobs.to_string())
+        .env("PEER_LOCAL_QUEUE", settings.local_queue_size.to_string())
         .output()
         .await
         .context("run node")?;
@@ -264,7 +335,7 @@ async fn node(bench: &Bench, mode: &str) -> Result<String> {
 }
 
 pub async fn setup(bench: &Bench) -> Result<tokio_postgres::Client> {
-    node(bench, "setup").await?;
+    node(bench, "setup", SETTINGS).await?;
     let db = notify_postgres::db::DbConfig::new(&bench.peer_url, None)?;
     Ok(db.connect().await?)
 }
@@ -272,42 +343,32 @@ pub async fn setup(bench: &Bench) -> Result<tokio_postgres::Client> {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PeerRun {
     pub processes: usize,
-    pub concurrent_jobs_per_process: u32,
+    pub settings: Settings,
     pub jobs: i64,
+    /// The database clock's window: between 10% and 90% of the drain.
     #[serde(serialize_with = "rounded::<3, _>")]
-    pub secs: f64,
-    #[serde(rename = "startup_secs_subtracted", serialize_with = "rounded::<3, _>")]
-    pub startup_secs: f64,
+    pub window_secs: f64,
     #[serde(serialize_with = "rounded::<1, _>")]
     pub jobs_per_sec: f64,
 }
 
-/// How long one `runOnce` takes on an empty queue (connect, check the schema, find nothing):
-/// subtracted from the timed runs, as graphile-worker's performance test does.
-pub async fn startup(bench: &Bench) -> Result<f64> {
-    let started = Instant::now();
-    node(bench, "work").await?;
-    Ok(started.elapsed().as_secs_f64())
-}
-
-/// `processes` graphile-worker processes draining `jobs` no-op jobs.
+/// `processes` graphile-worker processes with `settings` draining `jobs` no-op jobs.
 pub async fn run(
     bench: &Bench,
     client: &tokio_postgres::Client,
     jobs: i64,
     processes: usize,
-    startup_secs: f64,
+    settings: Settings,
 ) -> Result<PeerRun> {
     queue(client, jobs).await?;
-    let secs = work(bench, processes, startup_secs).await?;
+    let timed = work(bench, processes, settings, jobs).await?;
     check(client, jobs).await?;
     Ok(PeerRun {
         processes,
-        concurrent_jobs_per_process: SETTINGS.concurrent_jobs,
+        settings,
         jobs,
-        secs,
-        startup_secs,
-        jobs_per_sec: jobs as f64 / secs,
+        window_secs: timed.window_secs,
+        jobs_per_sec: timed.jobs_per_sec,
     })
 }
 
@@ -329,22 +390,25 @@ pub async fn queue(client: &tokio_postgres::Client, jobs: i64) -> Result<()> {
     Ok(())
 }
 
-/// `processes` processes each running `runOnce` at once: the seconds they took, start-up
-/// subtracted.
-pub async fn work(bench: &Bench, processes: usize, startup_secs: f64) -> Result<f64> {
-    let started = Instant::now();
-    let runs: Vec<_> = (0..processes).map(|_| node(bench, "work")).collect();
-    let outputs = futures::future::try_join_all(runs).await?;
-    let wall = started.elapsed().as_secs_f64();
-    for out in &outputs {
+/// `processes` processes each running `runOnce` with `settings` at once, timed by the
+/// database's clock ([`crate::clock`]) over the `total` queued jobs.
+pub async fn work(
+    bench: &Bench,
+    processes: usize,
+    settings: Settings,
+    total: i64,
+) -> Result<Timed> {
+    let target = notify_postgres::db::DbConfig::new(&bench.peer_url, None)?;
+    let clock = Sampler::start(&target, clock::THEIRS_OPEN).await?;
+    let runs: Vec<_> = (0..processes)
+        .map(|_| node(bench, "work", settings))
+        .collect();
+    let outputs = futures::future::try_join_all(runs).await;
+    let samples = clock.finish().await?;
+    for out in &outputs? {
         let _: Value = serde_json::from_str(out.trim()).context("the peer's timing line")?;
     }
-    let secs = wall - startup_secs;
-    ensure!(
-        secs > 0.0,
-        "the peer's run ({wall:.3} s) was shorter than its start-up ({startup_secs:.3} s)"
-    );
-    Ok(secs)
+    clock::window_rate(&samples, total)
 }
 
 /// Every one of the `jobs` jobs worked (graphile-worker deletes a job it completes).
@@ -355,4 +419,33 @@ pub async fn check(client: &tokio_postgres::Client, jobs: i64) -> Result<()> {
         .get(0);
     ensure!(left == 0, "graphile-worker left {left} of {jobs} jobs");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_headline_is_the_ratio_of_each_sides_median() {
+        let h = Headline::of(
+            "o".into(),
+            "t".into(),
+            &[(12.0, 10.0), (9.0, 10.0), (11.0, 12.0)],
+        );
+        assert_eq!((h.ours_jobs_per_sec, h.theirs_jobs_per_sec), (11.0, 10.0));
+        assert!((h.ratio - 1.1).abs() < 1e-12);
+        assert_eq!(h.round_ratios[1], 0.9);
+    }
+
+    #[test]
+    fn the_bootstrap_interval_holds_the_median_and_is_reproducible() {
+        let ratios = [0.95, 1.02, 1.05, 1.08, 1.1, 1.12, 1.15, 1.2, 0.99, 1.04];
+        let [lo, hi] = bootstrap_ci95(&ratios, 10_000).unwrap();
+        let m = median(&ratios);
+        assert!(lo <= m && m <= hi && lo < hi, "{lo} {m} {hi}");
+        assert!(lo >= 0.95 && hi <= 1.2);
+        assert_eq!(bootstrap_ci95(&ratios, 10_000), Some([lo, hi]));
+        assert_eq!(bootstrap_ci95(&[1.0, 1.0, 1.0], 100), Some([1.0, 1.0]));
+        assert_eq!(bootstrap_ci95(&[1.0], 100), None);
+    }
 }

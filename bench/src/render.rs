@@ -70,6 +70,17 @@ pub fn claim_only(r: &Results, targets: &[Target]) {
     footer(r, targets);
 }
 
+/// `--only peer`: the grid of part 1 and the comparison of part 5.
+pub fn peer_only(r: &Results, targets: &[Target]) {
+    header(r);
+    say!("");
+    worked(r);
+    say!("");
+    peer(r);
+    say!("");
+    footer(r, targets);
+}
+
 /// The targets, and the load and time of the run.
 fn footer(r: &Results, targets: &[Target]) {
     verdicts(targets);
@@ -180,56 +191,60 @@ fn ceiling(r: &Results) {
 
 fn peer(r: &Results) {
     let p = &r.peer;
-    if p.runs.is_empty() {
-        say!("5. peer: {}", p.status);
-    } else {
-        // the plan's runs per cell, as for the grid
+    say!("5. peer: {}", p.status);
+    if p.default.is_none() && p.grid.is_empty() {
+        return;
+    }
+    say!("   one clock for both: {}", p.clock);
+    if let Some(h) = &p.default {
+        let all = |v: &[f64]| v.iter().map(|x| fmt_n(*x)).collect::<Vec<_>>().join(" ");
+        say!("   at the defaults, {} rounds in turns (ABBA):", p.rounds);
         say!(
-            "5. peer: {} (best of {} runs each)",
-            p.status,
-            r.worked.runs_per_cell
+            "     ours ({}): median {} jobs/s ({})",
+            h.ours,
+            fmt_n(h.ours_jobs_per_sec),
+            all(&h.ours_rounds)
+        );
+        say!(
+            "     graphile-worker ({}): median {} jobs/s ({})",
+            h.theirs,
+            fmt_n(h.theirs_jobs_per_sec),
+            all(&h.theirs_rounds)
+        );
+        let ci = p
+            .ratio_ci95
+            .map_or("n/a".into(), |[lo, hi]| format!("{lo:.2} to {hi:.2}"));
+        say!(
+            "     ours ÷ theirs: {:.2} (medians); each round's ratio, median {:.2}, bootstrap 95% interval {ci}",
+            h.ratio,
+            p.ratio_median.unwrap_or(f64::NAN)
         );
     }
-    let s = &p.settings;
-    say!(
-        "   settings of its own performance test: {} concurrent jobs per process, pool {}, localQueue.size {}, completeJobBatchDelay {}, failJobBatchDelay {}",
-        s.concurrent_jobs,
-        s.max_pool_size,
-        s.local_queue_size,
-        s.complete_job_batch_delay,
-        s.fail_job_batch_delay
-    );
-    for run in &p.runs {
+    if !p.grid.is_empty() {
         say!(
-            "   {} process(es): {} jobs/s ({} jobs in {:.2} s, start-up {:.2} s subtracted)",
-            run.processes,
-            fmt_n(run.jobs_per_sec),
-            run.jobs,
-            run.secs,
-            run.startup_secs
+            "   graphile-worker over its grid (processes × concurrentJobs × localQueue, best of {} runs each):",
+            r.worked.runs_per_cell
         );
+        for run in &p.grid {
+            say!(
+                "     {} × {} × {}: {} jobs/s",
+                run.processes,
+                run.settings.concurrent_jobs,
+                run.settings.local_queue_size,
+                fmt_n(run.jobs_per_sec)
+            );
+        }
     }
     if let (Some(best), Some(ratio)) = (&p.best, p.ours_best_over_peer_best) {
         say!(
-            "   best: {} jobs/s ({} processes); our best ÷ graphile-worker's best = {ratio:.2}",
+            "   best of each grid: ours {} jobs/s ({} workers, batch {}), graphile-worker {} jobs/s ({} × {} × {}); ours ÷ theirs = {ratio:.2}",
+            fmt_n(r.worked.best.jobs_per_sec),
+            r.worked.best.workers,
+            r.worked.best.batch,
             fmt_n(best.jobs_per_sec),
-            best.processes
-        );
-    }
-    if let Some(h) = &p.head_to_head {
-        let all = |v: &[f64]| v.iter().map(|x| fmt_n(*x)).collect::<Vec<_>>().join(" ");
-        say!(
-            "   in turns (ours, theirs, theirs, ours, ...), each side's best setting again: ours ({}) {}; graphile-worker ({}) {}",
-            h.ours,
-            all(&h.ours_jobs_per_sec),
-            h.theirs,
-            all(&h.theirs_jobs_per_sec)
-        );
-        let rounds: Vec<String> = h.round_ratios.iter().map(|r| format!("{r:.2}")).collect();
-        say!(
-            "   median ÷ median = {:.2} (each round: {})",
-            h.ratio_of_medians,
-            rounds.join(" ")
+            best.processes,
+            best.settings.concurrent_jobs,
+            best.settings.local_queue_size
         );
     }
 }

@@ -107,15 +107,18 @@ pub fn example() -> Results {
     };
     results.ceiling.ours_best_over_ceiling_best = Some(0.95);
     results.peer.ours_best_over_peer_best = Some(1.25);
-    results.peer.head_to_head = Some(crate::peer::HeadToHead::of(
-        "2 workers, batch 100".into(),
-        "1 processes × 24".into(),
-        vec![
+    results.peer.default = Some(crate::peer::Headline::of(
+        "1 worker, batch 100".into(),
+        "1 process, concurrentJobs 24".into(),
+        &[
             (12_000.0, 10_000.0),
             (9_000.0, 10_000.0),
             (11_000.0, 12_000.0),
         ],
     ));
+    results.peer.rounds = 3;
+    results.peer.ratio_median = Some(0.917);
+    results.peer.ratio_ci95 = Some([1.02, 1.3]);
     results.claim_latency.batches = vec![ClaimBatch {
         batch: 100,
         ratio_p50: 1.1,
@@ -198,9 +201,14 @@ mod tests {
         assert_eq!(at("/peer/ours_best_over_peer_best"), 1.25);
         assert_eq!(at("/peer/settings/concurrent_jobs"), 24);
         // medians 11,000 and 10,000
-        assert_eq!(at("/peer/head_to_head/ratio_of_medians"), 1.1);
-        assert_eq!(at("/peer/head_to_head/round_ratios/1"), 0.9);
-        assert_eq!(at("/targets/1/value"), "1.10");
+        assert_eq!(at("/peer/default/ours_jobs_per_sec"), 11_000.0);
+        assert_eq!(at("/peer/default/theirs_jobs_per_sec"), 10_000.0);
+        assert_eq!(at("/peer/default/ratio"), 1.1);
+        assert_eq!(at("/peer/default/round_ratios/1"), 0.9);
+        assert_eq!(at("/peer/rounds"), 3);
+        assert_eq!(at("/peer/ratio_median"), 0.917);
+        assert_eq!(at("/peer/ratio_ci95/0"), 1.02);
+        assert_eq!(at("/targets/1/value"), "1.02");
         assert_eq!(at("/claim_latency/batches/0/ratio_p50"), 1.1);
         assert_eq!(at("/ingest/concurrency_1/p99_ms"), 1.394);
         assert_eq!(at("/accept_to_provider/polling_on/p50_ms"), 127.0);
@@ -220,9 +228,9 @@ mod tests {
         assert!(at("/write_budget/ours_over_theirs/wal_bytes").is_null());
         assert_eq!(
             at("/targets/0/target"),
-            "worked jobs/s ≥ 1.0× graphile-worker"
+            "worked jobs/s ≥ 1.0× graphile-worker, both at their defaults (medians, ABBA)"
         );
-        assert_eq!(at("/targets/0/value"), "1.25");
+        assert_eq!(at("/targets/0/value"), "1.10");
         assert_eq!(at("/targets/0/met"), true);
         assert!(json["ceiling"]["best"].is_null(), "absent figures are null");
         for key in [

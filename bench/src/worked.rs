@@ -18,6 +18,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::Plan;
+use crate::clock::{self, Sampler, Timed};
 use crate::db::Bench;
 use crate::stats::{process_cpu, rounded, rounded_all};
 
@@ -63,7 +64,8 @@ pub struct Cell {
     pub workers: usize,
     pub batch: u32,
     pub jobs: i64,
-    #[serde(serialize_with = "rounded::<3, _>")]
+    /// The database clock's window: between 10% and 90% of the drain ([`crate::clock`]).
+    #[serde(rename = "window_secs", serialize_with = "rounded::<3, _>")]
     pub secs: f64,
     #[serde(serialize_with = "rounded::<1, _>")]
     pub jobs_per_sec: f64,
@@ -210,13 +212,14 @@ pub async fn cell(bench: &Bench, jobs: i64, workers: usize, batch: u32) -> Resul
 pub struct Drained {
     workers: usize,
     batch: u32,
-    secs: f64,
+    /// The database's clock: the rate between 10% and 90% of the drain ([`crate::clock`]).
+    timed: Result<Timed>,
     cpu: Duration,
     sent: u64,
 }
 
-/// `workers` workers claiming `batch` at a time, until nothing is due; timed from the
-/// first claim, their connections open before.
+/// `workers` workers claiming `batch` at a time, until nothing is due, timed by the
+/// database's clock ([`crate::clock`], as graphile-worker is); their connections open first.
 pub async fn drain(bench: &Bench, workers: usize, batch: u32) -> Result<Drained> {
     let cfg = worker_config(batch);
     let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, workers)
@@ -224,15 +227,16 @@ pub async fn drain(bench: &Bench, workers: usize, batch: u32) -> Result<Drained>
         .into_iter()
         .map(|s| Arc::new(s) as Arc<dyn JobStore>)
         .collect();
+    let total = bench.counts().await?.open;
+    let clock = Sampler::start(&bench.config, clock::OURS_OPEN).await?;
     let cpu0 = process_cpu();
-    let started = Instant::now();
     let summaries = run_workers(stores, &cfg, Arc::new(NoopDeliverer), no_deadline()).await?;
-    let secs = started.elapsed().as_secs_f64();
     let cpu = process_cpu().saturating_sub(cpu0);
+    let samples = clock.finish().await?;
     Ok(Drained {
         workers,
         batch,
-        secs,
+        timed: clock::window_rate(&samples, total),
         cpu,
         sent: summaries.iter().map(|s| s.sent).sum(),
     })
@@ -244,7 +248,7 @@ impl Drained {
         let Self {
             workers,
             batch,
-            secs,
+            timed,
             cpu,
             sent,
         } = self;
@@ -256,14 +260,15 @@ impl Drained {
             counts.deliveries,
             counts.open
         );
+        let timed = timed.with_context(|| format!("workers={workers} batch={batch}"))?;
         Ok(Cell {
             workers,
             batch,
             jobs,
-            secs,
-            jobs_per_sec: jobs as f64 / secs,
+            secs: timed.window_secs,
+            jobs_per_sec: timed.jobs_per_sec,
             cpu_ms_per_job: cpu.as_secs_f64() * 1000.0 / jobs as f64,
-            runs: vec![jobs as f64 / secs],
+            runs: vec![timed.jobs_per_sec],
         })
     }
 }

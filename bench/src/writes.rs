@@ -364,18 +364,18 @@ pub async fn ours(bench: &Bench, jobs: i64, best: &Cell) -> Side {
     Side::of(run.await)
 }
 
-/// graphile-worker: `jobs` queued jobs drained by `processes` processes, start-up subtracted
-/// as in its timed runs; `client` is on its database.
+/// graphile-worker: `jobs` queued jobs drained by `processes` processes with `settings`;
+/// `client` is on its database.
 pub async fn peer(
     bench: &Bench,
     client: &Client,
     jobs: i64,
     processes: usize,
-    startup_secs: f64,
+    settings: peer::Settings,
 ) -> Side {
     let setting = format!(
-        "{processes} processes × {} concurrent jobs",
-        peer::SETTINGS.concurrent_jobs
+        "{processes} processes × concurrentJobs {}, localQueue {}",
+        settings.concurrent_jobs, settings.local_queue_size
     );
     step!("write budget: graphile-worker, {jobs} jobs at its best setting ({setting})");
     let run = async {
@@ -383,9 +383,9 @@ pub async fn peer(
         let probe = Probe::open(&bench.config, &target, PEER_DB).await?;
         peer::queue(client, jobs).await?;
         let mark = probe.begin(client).await?;
-        let worked = peer::work(bench, processes, startup_secs).await;
+        let worked = peer::work(bench, processes, settings, jobs).await;
         let deltas = probe.end(mark).await;
-        let secs = worked?;
+        let secs = worked?.window_secs;
         peer::check(client, jobs).await?;
         Ok(Writes::of(setting.clone(), jobs, secs, deltas?))
     };
