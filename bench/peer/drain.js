@@ -2,6 +2,9 @@
 // Driven by bench/src/peer.rs:
 //   node drain.js setup   install graphile-worker's schema into PEER_DATABASE_URL
 //   node drain.js work    drain every due job once (runOnce), then print {"start_ms","end_ms"}
+// PEER_TASK=wait makes each job wait as a provider call would (a lognormal time, 30-80 ms for
+// 9 jobs in 10, median 49 ms: the parameters of bench/src/worked.rs's WaitingDeliverer);
+// unset, a job does nothing.
 // The settings are the ones graphile-worker's own performance test uses for its published
 // figure (perfTest/graphile.config.js): 24 concurrent jobs, a pool of 25, a local queue of 500
 // (refetch delay 10 ms), completions and failures batched with a 0 ms delay.
@@ -35,7 +38,14 @@ async function main() {
     return;
   }
   if (mode !== "work") throw new Error(`unknown mode ${mode}: expected setup or work`);
-  const taskList = { noop: async () => {} };
+  // Box-Muller: exp(mu + sigma * a standard normal), in ms
+  const wait = () => {
+    const u1 = 1 - Math.random();
+    const u2 = Math.random();
+    const normal = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
+    return new Promise((resolve) => setTimeout(resolve, Math.exp(3.8918 + 0.298 * normal)));
+  };
+  const taskList = { noop: process.env.PEER_TASK === "wait" ? wait : async () => {} };
   const start = Date.now();
   await runOnce({ preset, taskList, noHandleSignals: true, logger });
   const end = Date.now();

@@ -69,6 +69,9 @@ struct Plan {
     peer_local_queue: Vec<u32>,
     /// ABBA rounds of both sides at their defaults (the headline).
     peer_rounds: usize,
+    /// The same with a provider's pace: rounds, and jobs per run.
+    provider_rounds: usize,
+    provider_jobs: i64,
     /// Cold starts of each function in each migrations setting (and database handshakes).
     cold_runs: usize,
 }
@@ -98,6 +101,8 @@ impl Plan {
                 peer_concurrency: vec![24],
                 peer_local_queue: vec![500],
                 peer_rounds: 4,
+                provider_rounds: 2,
+                provider_jobs: 600,
                 cold_runs: 5,
             }
         } else {
@@ -125,6 +130,8 @@ impl Plan {
                 peer_concurrency: vec![12, 24],
                 peer_local_queue: vec![100, 500],
                 peer_rounds: 10,
+                provider_rounds: 6,
+                provider_jobs: 6_000,
                 cold_runs: 20,
             }
         }
@@ -225,6 +232,7 @@ async fn run_peer(plan: Plan, url: &str) -> Result<()> {
             "machine": results.machine,
             "worked": results.worked,
             "peer": results.peer,
+            "provider_shaped": results.provider_shaped,
             "targets": targets,
         })
     );

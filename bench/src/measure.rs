@@ -29,7 +29,8 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     let ours = worked.best.jobs_per_sec;
     let mut ceiling = ceiling::grid(&bench, plan).await?;
     ceiling.ours_best_over_ceiling_best = ceiling.best.as_ref().map(|c| ours / c.jobs_per_sec);
-    let (peer, peer_writes) = peer::measure(&bench, plan, &worked.best).await?;
+    let (mut peer, peer_writes) = peer::measure(&bench, plan, &worked.best).await?;
+    r.provider_shaped = peer.provider_shaped.take();
     r.ingest = ingest::measure(&bench, plan).await?;
     r.accept_to_provider = latency::measure(&bench, plan).await?;
     r.claim_latency = claim::measure(&bench, plan).await?;
@@ -64,6 +65,7 @@ pub async fn peer_only(plan: &Plan, url: &str) -> Result<Results> {
     r.worked = worked?;
     if let Some(compared) = compared {
         r.peer = compared?.0;
+        r.provider_shaped = r.peer.provider_shaped.take();
     }
     Ok(r)
 }

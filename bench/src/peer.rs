@@ -94,6 +94,10 @@ pub struct Peer {
     /// Our grid's best jobs/s ÷ theirs.
     #[serde(serialize_with = "rounded_opt::<3, _>")]
     pub ours_best_over_peer_best: Option<f64>,
+    /// The defaults again with a provider's pace (none with `--no-peer`); the results move
+    /// it to their top level (`provider_shaped`).
+    #[serde(skip)]
+    pub provider_shaped: Option<ProviderShaped>,
 }
 
 /// Both sides at their defaults, each round's figures and their medians.
@@ -234,6 +238,7 @@ pub async fn measure(bench: &Bench, plan: &Plan, ours: &Cell) -> Result<(Peer, S
         .best
         .as_ref()
         .map(|b| ours.jobs_per_sec / b.jobs_per_sec);
+    peer.provider_shaped = Some(provider_shaped(bench, plan, &client).await?);
     let writes = match &peer.best {
         Some(best) => {
             crate::writes::peer(bench, &client, plan.jobs, best.processes, best.settings).await
@@ -241,6 +246,109 @@ pub async fn measure(bench: &Bench, plan: &Plan, ours: &Cell) -> Result<(Peer, S
         None => Side::not_measured("not measured: no peer run"),
     };
     Ok((peer, writes))
+}
+
+/// Both defaults again, each job waiting as a provider call would (30–80 ms), in ABBA turns:
+/// what a worker slot does when the provider, not the database, sets the pace, and what
+/// Lambda bills for it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProviderShaped {
+    pub jobs: i64,
+    pub rounds: usize,
+    /// The median of each side's rounds.
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub ours_jobs_per_sec: f64,
+    #[serde(serialize_with = "rounded::<1, _>")]
+    pub theirs_jobs_per_sec: f64,
+    /// ours ÷ theirs, of the medians.
+    #[serde(serialize_with = "rounded::<3, _>")]
+    pub ratio: f64,
+    /// Calls in flight at once: our `WORKER_CONCURRENCY`, their `concurrentJobs`.
+    pub ours_slots: usize,
+    pub theirs_slots: u32,
+    #[serde(serialize_with = "rounded::<2, _>")]
+    pub ours_jobs_per_sec_per_slot: f64,
+    #[serde(serialize_with = "rounded::<2, _>")]
+    pub theirs_jobs_per_sec_per_slot: f64,
+    #[serde(serialize_with = "rounded::<3, _>")]
+    pub per_slot_ratio: f64,
+    /// Our Lambda duration for 1M notifications at 512 MB arm64 (one invocation's rate), in
+    /// US dollars at [`LAMBDA_USD_PER_GB_SECOND`]; the database's time is not in it.
+    #[serde(serialize_with = "rounded::<4, _>")]
+    pub ours_lambda_usd_per_million: f64,
+    #[serde(serialize_with = "rounded_all::<1, _>")]
+    pub ours_rounds: Vec<f64>,
+    #[serde(serialize_with = "rounded_all::<1, _>")]
+    pub theirs_rounds: Vec<f64>,
+}
+
+/// Lambda's arm64 price per GB-second (us-east-1, the first tier).
+pub const LAMBDA_USD_PER_GB_SECOND: f64 = 0.000_013_333_4;
+/// The worker's memory in the template.
+pub const WORKER_GB: f64 = 0.5;
+
+pub async fn provider_shaped(
+    bench: &Bench,
+    plan: &Plan,
+    client: &tokio_postgres::Client,
+) -> Result<ProviderShaped> {
+    let (workers, batch) = OURS_DEFAULT;
+    let jobs = plan.provider_jobs;
+    let mut rounds = Vec::with_capacity(plan.provider_rounds);
+    for round in 0..plan.provider_rounds {
+        crate::step!(
+            "provider-shaped (30–80 ms a call), the defaults in turns: round {} of {}, {jobs} jobs",
+            round + 1,
+            plan.provider_rounds
+        );
+        let deliverer = std::sync::Arc::new(worked::WaitingDeliverer::default());
+        let mine = || worked::cell_with(bench, jobs, workers, batch, deliverer.clone());
+        let them = || {
+            run_task(
+                bench,
+                client,
+                jobs,
+                THEIRS_DEFAULT_PROCESSES,
+                SETTINGS,
+                Task::Wait,
+            )
+        };
+        let (o, t) = if round % 2 == 0 {
+            let o = mine().await?;
+            (o, them().await?)
+        } else {
+            let t = them().await?;
+            (mine().await?, t)
+        };
+        rounds.push((o.jobs_per_sec, t.jobs_per_sec));
+    }
+    let h = Headline::of(String::new(), String::new(), &rounds);
+    let ours_slots = worked::worker_config(batch).concurrency;
+    let theirs_slots = SETTINGS.concurrent_jobs;
+    let (ours_per_slot, theirs_per_slot) = (
+        h.ours_jobs_per_sec / ours_slots as f64,
+        h.theirs_jobs_per_sec / f64::from(theirs_slots),
+    );
+    Ok(ProviderShaped {
+        jobs,
+        rounds: rounds.len(),
+        ours_jobs_per_sec: h.ours_jobs_per_sec,
+        theirs_jobs_per_sec: h.theirs_jobs_per_sec,
+        ratio: h.ratio,
+        ours_slots,
+        theirs_slots,
+        ours_jobs_per_sec_per_slot: ours_per_slot,
+        theirs_jobs_per_sec_per_slot: theirs_per_slot,
+        per_slot_ratio: ours_per_slot / theirs_per_slot,
+        ours_lambda_usd_per_million: lambda_usd_per_million(h.ours_jobs_per_sec),
+        ours_rounds: h.ours_rounds,
+        theirs_rounds: h.theirs_rounds,
+    })
+}
+
+/// What Lambda bills for 1M notifications worked by one invocation at `jobs_per_sec`.
+pub fn lambda_usd_per_million(jobs_per_sec: f64) -> f64 {
+    1e6 / jobs_per_sec * WORKER_GB * LAMBDA_USD_PER_GB_SECOND
 }
 
 /// `plan.peer_rounds` rounds of both defaults in turns, ABBA: (ours, theirs) jobs/s each.
@@ -315,7 +423,16 @@ pub async fn install() -> std::result::Result<String, String> {
     Ok(format!("graphile-worker {version} on Node.js {node}"))
 }
 
-async fn node(bench: &Bench, mode: &str, settings: Settings) -> Result<String> {
+/// What graphile-worker's task does with a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    /// Nothing, at once.
+    Noop,
+    /// Waits as a provider call would ([`crate::worked::WaitingDeliverer`]'s times).
+    Wait,
+}
+
+async fn node(bench: &Bench, mode: &str, settings: Settings, task: Task) -> Result<String> {
     let out = Command::new("node")
         .arg("drain.js")
         .arg(mode)
@@ -323,6 +440,13 @@ async fn node(bench: &Bench, mode: &str, settings: Settings) -> Result<String> {
         .env("PEER_DATABASE_URL", &bench.peer_url)
         .env("PEER_CONCURRENCY", settings.concurrent_jobs.to_string())
         .env("PEER_LOCAL_QUEUE", settings.local_queue_size.to_string())
+        .env(
+            "PEER_TASK",
+            match task {
+                Task::Noop => "noop",
+                Task::Wait => "wait",
+            },
+        )
         .output()
         .await
         .context("run node")?;
@@ -335,7 +459,7 @@ async fn node(bench: &Bench, mode: &str, settings: Settings) -> Result<String> {
 }
 
 pub async fn setup(bench: &Bench) -> Result<tokio_postgres::Client> {
-    node(bench, "setup", SETTINGS).await?;
+    node(bench, "setup", SETTINGS, Task::Noop).await?;
     let db = notify_postgres::db::DbConfig::new(&bench.peer_url, None)?;
     Ok(db.connect().await?)
 }
@@ -360,8 +484,20 @@ pub async fn run(
     processes: usize,
     settings: Settings,
 ) -> Result<PeerRun> {
+    run_task(bench, client, jobs, processes, settings, Task::Noop).await
+}
+
+/// The same, each job doing `task`.
+pub async fn run_task(
+    bench: &Bench,
+    client: &tokio_postgres::Client,
+    jobs: i64,
+    processes: usize,
+    settings: Settings,
+    task: Task,
+) -> Result<PeerRun> {
     queue(client, jobs).await?;
-    let timed = work(bench, processes, settings, jobs).await?;
+    let timed = work(bench, processes, settings, task, jobs).await?;
     check(client, jobs).await?;
     Ok(PeerRun {
         processes,
@@ -396,12 +532,13 @@ pub async fn work(
     bench: &Bench,
     processes: usize,
     settings: Settings,
+    task: Task,
     total: i64,
 ) -> Result<Timed> {
     let target = notify_postgres::db::DbConfig::new(&bench.peer_url, None)?;
     let clock = Sampler::start(&target, clock::THEIRS_OPEN).await?;
     let runs: Vec<_> = (0..processes)
-        .map(|_| node(bench, "work", settings))
+        .map(|_| node(bench, "work", settings, task))
         .collect();
     let outputs = futures::future::try_join_all(runs).await;
     let samples = clock.finish().await?;
@@ -435,6 +572,13 @@ mod tests {
         assert_eq!((h.ours_jobs_per_sec, h.theirs_jobs_per_sec), (11.0, 10.0));
         assert!((h.ratio - 1.1).abs() < 1e-12);
         assert_eq!(h.round_ratios[1], 0.9);
+    }
+
+    #[test]
+    fn lambda_bills_a_million_jobs_at_one_invocations_rate() {
+        // 1,000 jobs/s: 1,000 s of a 0.5 GB function
+        let usd = lambda_usd_per_million(1000.0);
+        assert!((usd - 1000.0 * 0.5 * LAMBDA_USD_PER_GB_SECOND).abs() < 1e-12);
     }
 
     #[test]

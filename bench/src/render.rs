@@ -235,6 +235,28 @@ fn peer(r: &Results) {
             );
         }
     }
+    if let Some(ps) = &r.provider_shaped {
+        let all = |v: &[f64]| v.iter().map(|x| fmt_n(*x)).collect::<Vec<_>>().join(" ");
+        say!(
+            "   with a provider's pace (each call 30–80 ms), the defaults, {} rounds of {} jobs in turns: ours {} jobs/s ({}), graphile-worker {} jobs/s ({}); ours ÷ theirs {:.2}",
+            ps.rounds,
+            ps.jobs,
+            fmt_n(ps.ours_jobs_per_sec),
+            all(&ps.ours_rounds),
+            fmt_n(ps.theirs_jobs_per_sec),
+            all(&ps.theirs_rounds),
+            ps.ratio
+        );
+        say!(
+            "     per call slot: ours {:.1} jobs/s ({} slots), graphile-worker {:.1} ({} slots), ratio {:.2}; our Lambda time for 1M notifications at 512 MB arm64: ${:.3} (the database's time not included)",
+            ps.ours_jobs_per_sec_per_slot,
+            ps.ours_slots,
+            ps.theirs_jobs_per_sec_per_slot,
+            ps.theirs_slots,
+            ps.per_slot_ratio,
+            ps.ours_lambda_usd_per_million
+        );
+    }
     if let (Some(best), Some(ratio)) = (&p.best, p.ours_best_over_peer_best) {
         say!(
             "   best of each grid: ours {} jobs/s ({} workers, batch {}), graphile-worker {} jobs/s ({} × {} × {}); ours ÷ theirs = {ratio:.2}",

@@ -38,6 +38,8 @@ pub struct Results {
     pub ceiling: Ceilings,
     /// 5
     pub peer: Peer,
+    /// 5, continued: both defaults again, each call waiting as a provider's does
+    pub provider_shaped: Option<crate::peer::ProviderShaped>,
     /// 9: what working one job writes, ours and the peer's
     pub write_budget: WriteBudget,
     /// 9, continued: what one history row costs, ours and the other shapes

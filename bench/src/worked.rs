@@ -32,6 +32,51 @@ impl Deliverer for NoopDeliverer {
     }
 }
 
+/// A provider that takes time: each call waits a lognormal time whose middle 90% is 30–80 ms
+/// (median 49 ms), as an SNS Publish or SES SendEmail call from Lambda does, then answers.
+/// graphile-worker's task waits the same way (bench/peer/drain.js, `PEER_TASK=wait`).
+pub struct WaitingDeliverer {
+    state: Mutex<u64>,
+}
+
+impl Default for WaitingDeliverer {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(0x2545_F491_4F6C_DD1D),
+        }
+    }
+}
+
+/// The lognormal's parameters: ln of the median, and sigma (5th–95th percentile 30–80 ms).
+pub const WAIT_MU: f64 = 3.8918; // ln 49
+pub const WAIT_SIGMA: f64 = 0.298;
+
+impl WaitingDeliverer {
+    fn next(&self) -> f64 {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        // xorshift64*, to a uniform in (0, 1]
+        *s ^= *s >> 12;
+        *s ^= *s << 25;
+        *s ^= *s >> 27;
+        ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+
+    /// One wait: Box–Muller on two uniforms.
+    pub fn wait(&self) -> Duration {
+        let (u1, u2) = (self.next(), self.next());
+        let normal = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        Duration::from_secs_f64((WAIT_MU + WAIT_SIGMA * normal).exp() / 1000.0)
+    }
+}
+
+#[async_trait]
+impl Deliverer for WaitingDeliverer {
+    async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
+        tokio::time::sleep(self.wait()).await;
+        Ok(job.id.to_string())
+    }
+}
+
 /// A no-op port that notes when each job reached it.
 #[derive(Default)]
 pub struct RecordingDeliverer {
@@ -201,8 +246,19 @@ pub fn no_deadline() -> Instant {
 
 /// One grid point: `jobs` due jobs drained by `workers` workers claiming `batch` at a time.
 pub async fn cell(bench: &Bench, jobs: i64, workers: usize, batch: u32) -> Result<Cell> {
+    cell_with(bench, jobs, workers, batch, Arc::new(NoopDeliverer)).await
+}
+
+/// The same, delivering through `deliverer`.
+pub async fn cell_with(
+    bench: &Bench,
+    jobs: i64,
+    workers: usize,
+    batch: u32,
+    deliverer: Arc<dyn Deliverer>,
+) -> Result<Cell> {
     bench.reset(jobs).await?;
-    drain(bench, workers, batch)
+    drain_with(bench, workers, batch, deliverer)
         .await?
         .checked(bench, jobs)
         .await
@@ -221,6 +277,15 @@ pub struct Drained {
 /// `workers` workers claiming `batch` at a time, until nothing is due, timed by the
 /// database's clock ([`crate::clock`], as graphile-worker is); their connections open first.
 pub async fn drain(bench: &Bench, workers: usize, batch: u32) -> Result<Drained> {
+    drain_with(bench, workers, batch, Arc::new(NoopDeliverer)).await
+}
+
+async fn drain_with(
+    bench: &Bench,
+    workers: usize,
+    batch: u32,
+    deliverer: Arc<dyn Deliverer>,
+) -> Result<Drained> {
     let cfg = worker_config(batch);
     let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, workers)
         .await?
@@ -230,7 +295,7 @@ pub async fn drain(bench: &Bench, workers: usize, batch: u32) -> Result<Drained>
     let total = bench.counts().await?.open;
     let clock = Sampler::start(&bench.config, clock::OURS_OPEN).await?;
     let cpu0 = process_cpu();
-    let summaries = run_workers(stores, &cfg, Arc::new(NoopDeliverer), no_deadline()).await?;
+    let summaries = run_workers(stores, &cfg, deliverer, no_deadline()).await?;
     let cpu = process_cpu().saturating_sub(cpu0);
     let samples = clock.finish().await?;
     Ok(Drained {
@@ -270,5 +335,23 @@ impl Drained {
             cpu_ms_per_job: cpu.as_secs_f64() * 1000.0 / jobs as f64,
             runs: vec![timed.jobs_per_sec],
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_providers_waits_are_30_to_80_ms_nine_times_in_ten() {
+        let d = WaitingDeliverer::default();
+        let mut ms: Vec<f64> = (0..20_000)
+            .map(|_| d.wait().as_secs_f64() * 1000.0)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        let at = |q: f64| ms[(q * (ms.len() - 1) as f64) as usize];
+        assert!((28.0..32.0).contains(&at(0.05)), "p5 {}", at(0.05));
+        assert!((47.0..51.0).contains(&at(0.5)), "p50 {}", at(0.5));
+        assert!((76.0..84.0).contains(&at(0.95)), "p95 {}", at(0.95));
     }
 }

@@ -383,7 +383,7 @@ pub async fn peer(
         let probe = Probe::open(&bench.config, &target, PEER_DB).await?;
         peer::queue(client, jobs).await?;
         let mark = probe.begin(client).await?;
-        let worked = peer::work(bench, processes, settings, jobs).await;
+        let worked = peer::work(bench, processes, settings, peer::Task::Noop, jobs).await;
         let deltas = probe.end(mark).await;
         let secs = worked?.window_secs;
         peer::check(client, jobs).await?;
