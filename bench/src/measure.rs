@@ -40,6 +40,7 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     r.ceiling = ceiling;
     r.peer = peer;
     r.write_budget = WriteBudget::compare(ours_writes, peer_writes);
+    r.db_cost = crate::results::DbCost::of(&r.write_budget);
     Ok(end(bench, r, started).await)
 }
 

@@ -36,6 +36,8 @@ pub struct StatementTotals {
     pub wal_bytes: f64,
     pub wal_fpi: i64,
     pub dirtied: i64,
+    /// Milliseconds the server spent executing it (`total_exec_time`).
+    pub exec_ms: f64,
 }
 
 /// What the WAL records of the window say (`pg_walinspect`).
@@ -409,7 +411,8 @@ impl Probe {
         let rows = self
             .cluster
             .query(
-                "SELECT query, calls, rows, wal_bytes::float8, wal_fpi, shared_blks_dirtied
+                "SELECT query, calls, rows, wal_bytes::float8, wal_fpi, shared_blks_dirtied,
+                        total_exec_time
                  FROM pg_stat_statements
                  WHERE dbid = (SELECT oid FROM pg_database WHERE datname::text = $1)
                  ORDER BY wal_bytes DESC, shared_blks_dirtied DESC",
@@ -426,6 +429,7 @@ impl Probe {
                 wal_bytes: r.get(3),
                 wal_fpi: r.get(4),
                 dirtied: r.get(5),
+                exec_ms: r.get(6),
             })
             .collect())
     }

@@ -291,6 +291,16 @@ fn write_budget(r: &Results) {
         "9. write budget per worked job: for each side a run of its own, {} queued jobs at the settings of its best timed run, from VACUUM ANALYZE + CHECKPOINT like every run; queueing not counted",
         jobs.unwrap_or(0)
     );
+    let c = &r.db_cost;
+    say!(
+        "   the server's time per worked job (statements' execution, pg_stat_statements): ours {} ms ({}), graphile-worker {} ms ({}); ours ÷ theirs {}",
+        per_job(c.ours.exec_ms_per_job),
+        c.ours.setting,
+        per_job(c.theirs.exec_ms_per_job),
+        c.theirs.setting,
+        c.ours_over_theirs
+            .map_or("n/a".into(), |x| format!("{x:.2}"))
+    );
     for (name, side) in sides {
         match &side.run {
             Some(w) => say!(

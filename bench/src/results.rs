@@ -19,6 +19,41 @@ use crate::targets::Target;
 use crate::worked::Worked;
 use crate::writes::WriteBudget;
 
+/// The server's time per worked job, from the write budget's runs (statements tracked).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DbCost {
+    pub ours: JobCost,
+    pub theirs: JobCost,
+    #[serde(serialize_with = "crate::stats::rounded_opt::<3, _>")]
+    pub ours_over_theirs: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct JobCost {
+    /// The run's setting.
+    pub setting: String,
+    /// Its statements' execution time per job, in milliseconds.
+    #[serde(serialize_with = "crate::stats::rounded_opt::<4, _>")]
+    pub exec_ms_per_job: Option<f64>,
+}
+
+impl DbCost {
+    pub fn of(budget: &WriteBudget) -> Self {
+        let side = |s: &crate::writes::Side| JobCost {
+            setting: s
+                .run
+                .as_ref()
+                .map_or(s.status.clone(), |w| w.setting.clone()),
+            exec_ms_per_job: s.run.as_ref().and_then(|w| w.exec_ms_per_job),
+        };
+        Self {
+            ours: side(&budget.ours),
+            theirs: side(&budget.graphile_worker),
+            ours_over_theirs: budget.ours_over_theirs.exec_ms,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Results {
     /// `quick` or `full`.
@@ -42,6 +77,8 @@ pub struct Results {
     pub provider_shaped: Option<crate::peer::ProviderShaped>,
     /// 9: what working one job writes, ours and the peer's
     pub write_budget: WriteBudget,
+    /// 9, continued: what working one job costs the server, ours and the peer's
+    pub db_cost: DbCost,
     /// 9, continued: what one history row costs, ours and the other shapes
     pub history_rows: HistoryFloor,
     /// 3

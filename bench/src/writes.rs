@@ -99,6 +99,11 @@ pub struct Writes {
     /// autovacuum, checkpoints).
     #[serde(serialize_with = "rounded_opt::<1, _>")]
     pub statements_wal_bytes_per_job: Option<f64>,
+    /// The database's time per job: its statements' execution time (`pg_stat_statements`
+    /// `total_exec_time`, top-level statements, summed), in milliseconds. What a job costs
+    /// the server, whatever the client's machine does.
+    #[serde(serialize_with = "rounded_opt::<4, _>")]
+    pub exec_ms_per_job: Option<f64>,
     pub tables: Vec<TableWrites>,
     /// The statements that wrote most WAL, most first (at most [`TOP`]).
     pub statements: Vec<StatementWrites>,
@@ -183,6 +188,8 @@ pub struct Ratios {
     pub index_entries_bound: Option<f64>,
     #[serde(serialize_with = "rounded_opt::<3, _>")]
     pub buffers_dirtied: Option<f64>,
+    #[serde(serialize_with = "rounded_opt::<3, _>")]
+    pub exec_ms: Option<f64>,
 }
 
 impl WriteBudget {
@@ -197,6 +204,7 @@ impl WriteBudget {
             index_entries: of(|w| w.index_entries_per_job),
             index_entries_bound: of(|w| Some(w.index_entries_bound_per_job)),
             buffers_dirtied: of(|w| w.buffers_dirtied_per_job),
+            exec_ms: of(|w| w.exec_ms_per_job),
         };
         Self {
             ours,
@@ -270,6 +278,7 @@ impl Writes {
             index_entries_bound_per_job: bound / n,
             buffers_dirtied_per_job: total(|s| s.dirtied as f64),
             statements_wal_bytes_per_job: total(|s| s.wal_bytes),
+            exec_ms_per_job: total(|s| s.exec_ms),
             tables,
             statements: statements
                 .iter()
@@ -424,6 +433,7 @@ mod tests {
             wal_bytes,
             wal_fpi: 3,
             dirtied,
+            exec_ms: 250.0,
         };
         Deltas {
             wal_bytes: 2_500_000.0,
@@ -455,6 +465,8 @@ mod tests {
         let w = Writes::of("1 worker".into(), 1000, 0.5, deltas());
         assert_eq!(w.jobs_per_sec, 2000.0);
         assert_eq!(w.wal_bytes_per_job, 2500.0);
+        // two statements, 250 ms each, over 1000 jobs
+        assert_eq!(w.exec_ms_per_job, Some(0.5));
         assert_eq!(w.wal_fpi_bytes_per_job, Some(800.0));
         assert_eq!(w.heap_tuples_per_job, 3.0);
         assert_eq!((w.inserted_per_job, w.updated_per_job), (1.0, 2.0));
