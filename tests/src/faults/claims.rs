@@ -163,9 +163,9 @@ fn holder(claim: &Claim, spans: &[&Span], now: DateTime<Utc>) -> Holder {
         .iter()
         .find(|s| s.picked <= claim.at && claim.at <= s.ended.map_or(now, |(at, _)| at));
     let Some(span) = running else {
-        let killed_before = spans
-            .iter()
-            .any(|s| matches!(s.ended, Some((at, Ending::Killed)) if at <= claim.at));
+        let killed_before = spans.iter().any(
+            |s| matches!(s.ended, Some((at, Ending::Killed | Ending::TimedOut)) if at <= claim.at),
+        );
         return if killed_before {
             Holder::Dead
         } else {
@@ -238,12 +238,13 @@ pub fn judge(claims: &[Claim], spans: &[Span], now: DateTime<Utc>) -> Verdict {
     verdict
 }
 
-/// Per killed process: the jobs it was delivering when it was killed — claimed inside the
-/// invocation the kill ended (not committed after it), never completed by it.
+/// Per killed process (by a kill -9, or by Lambda at its invocation's deadline): the jobs it
+/// was delivering when it was killed — claimed inside the invocation the kill ended (not
+/// committed after it), never completed by it.
 pub fn held_at_kills(claims: &[Claim], spans: &[Span]) -> HashMap<String, Vec<Uuid>> {
     let killed: Vec<&Span> = spans
         .iter()
-        .filter(|s| matches!(s.ended, Some((_, Ending::Killed))))
+        .filter(|s| matches!(s.ended, Some((_, Ending::Killed | Ending::TimedOut))))
         .collect();
     let mut held = HashMap::new();
     for claim in claims {

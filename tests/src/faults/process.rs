@@ -105,6 +105,13 @@ impl Process {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// SIGKILL without waiting for the exit (Lambda's timeout); the ledger already ended its
+    /// invocation.
+    fn kill_now(&mut self) {
+        let _ = self.child.start_kill();
+        self.ledger.process_died(&self.name);
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
     }
@@ -124,9 +131,10 @@ impl Drop for Process {
 pub struct Function {
     pub binary: String,
     pub emulator: Emulator,
-    pub processes: Vec<Process>,
-    pub spawned: usize,
+    processes: std::sync::Mutex<Vec<Process>>,
+    spawned: std::sync::atomic::AtomicUsize,
     env: Vec<(&'static str, String)>,
+    launcher: Launcher,
 }
 
 impl Function {
@@ -140,22 +148,35 @@ impl Function {
         let mut f = Self {
             binary: binary.to_owned(),
             emulator,
-            processes: Vec::new(),
-            spawned: 0,
+            processes: std::sync::Mutex::new(Vec::new()),
+            spawned: std::sync::atomic::AtomicUsize::new(0),
             env,
+            launcher: launcher.clone(),
         };
         for _ in 0..processes {
-            f.add_process(launcher);
+            f.add_process();
         }
         f.wait_ready(processes).await;
         f
     }
 
+    /// Processes started so far, replacements for killed ones included.
+    pub fn spawned(&self) -> usize {
+        self.spawned.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The names of the processes running now.
+    pub fn process_names(&self) -> Vec<String> {
+        let processes = self.processes.lock().unwrap();
+        processes.iter().map(|p| p.name.clone()).collect()
+    }
+
     /// One more process (a cold start), named `{binary}-{sequence}`: its log file, its
     /// runtime API address and its database `application_name`.
-    pub fn add_process(&mut self, launcher: &Launcher) {
+    pub fn add_process(&self) {
         static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        self.spawned += 1;
+        self.spawned
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{}-{seq:04}", self.binary);
         let runtime_api = self.emulator.endpoint_for(&name);
@@ -167,8 +188,8 @@ impl Function {
                 _ => (*k, v.clone()),
             })
             .collect();
-        let p = launcher.spawn(&self.binary, &runtime_api, &env, &name);
-        self.processes.push(p);
+        let p = self.launcher.spawn(&self.binary, &runtime_api, &env, &name);
+        self.processes.lock().unwrap().push(p);
     }
 
     /// Waits until `n` processes polled at least once more than before (ready).
@@ -186,23 +207,42 @@ impl Function {
         );
     }
 
-    /// Invokes with `timeout` as the deadline; `None` when no answer within timeout + 2 s.
+    /// Invokes with `timeout` as the deadline, as Lambda does: an invocation that has not
+    /// answered by then (with [`DEADLINE_GRACE`] for the emulator's own latency) is ended,
+    /// its process killed whatever it was doing (a statement in flight, a completion half
+    /// written), and a fresh process takes its place for the next invocation. `None` then.
     pub async fn call(&self, event: &[u8], timeout: Duration) -> Option<Outcome> {
-        self.emulator
-            .call(event, timeout, timeout + Duration::from_secs(2))
-            .await
+        let inv = self.emulator.invoke(event, timeout);
+        let id = inv.id.clone();
+        if let Ok(Ok(outcome)) = tokio::time::timeout(timeout + DEADLINE_GRACE, inv.done).await {
+            return Some(outcome);
+        }
+        self.emulator.forget(&id);
+        if let Some(name) = self.launcher.ledger.running(&id) {
+            self.launcher.ledger.timed_out(&id);
+            let killed = {
+                let mut processes = self.processes.lock().unwrap();
+                let at = processes.iter().position(|p| p.name == name);
+                at.map(|i| processes.remove(i))
+            };
+            if let Some(mut process) = killed {
+                process.kill_now();
+                self.add_process();
+            }
+        }
+        None
     }
 
     pub async fn kill_all(&mut self) {
-        for p in &mut self.processes {
+        let processes: Vec<Process> = self.processes.get_mut().unwrap().drain(..).collect();
+        for mut p in processes {
             p.kill9().await;
         }
-        self.processes.clear();
     }
 
     pub fn alive(&mut self) -> usize {
         let mut n = 0;
-        for p in &mut self.processes {
+        for p in self.processes.get_mut().unwrap().iter_mut() {
             if p.alive() {
                 n += 1;
             }
@@ -210,6 +250,10 @@ impl Function {
         n
     }
 }
+
+/// How long after its deadline an invocation's answer is still taken: the emulator's own
+/// latency (a process's answer crosses a local socket and a task or two).
+pub const DEADLINE_GRACE: Duration = Duration::from_millis(250);
 
 /// A `postgres://` URL whose sessions carry `name` as their `application_name`.
 pub fn with_application_name(url: &str, name: &str) -> String {

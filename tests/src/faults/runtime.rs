@@ -27,6 +27,8 @@ pub enum Ending {
     Error,
     /// Its process was killed (SIGKILL) before it answered.
     Killed,
+    /// It outlived its deadline, and its process was killed then, as Lambda does.
+    TimedOut,
 }
 
 /// One invocation as one process ran it: from the moment the emulator handed the event over
@@ -73,6 +75,21 @@ impl Ledger {
             if span.process == process && span.ended.is_none() {
                 span.ended = Some((now, Ending::Killed));
             }
+        }
+    }
+
+    /// The process running `invocation`, while it runs.
+    pub fn running(&self, invocation: &str) -> Option<String> {
+        let spans = self.0.lock().unwrap();
+        let span = spans.get(invocation)?;
+        span.ended.is_none().then(|| span.process.clone())
+    }
+
+    /// Ends `invocation` as Lambda ends one that outlived its deadline: its process killed
+    /// (SIGKILL) now.
+    pub fn timed_out(&self, invocation: &str) {
+        if let Some(span) = self.0.lock().unwrap().get_mut(invocation) {
+            span.ended.get_or_insert((Utc::now(), Ending::TimedOut));
         }
     }
 

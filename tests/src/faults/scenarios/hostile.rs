@@ -71,7 +71,7 @@ async fn run(s: &mut Suite) -> Row {
     );
     let alive = ingest.alive();
     row.check(
-        alive == PROCESSES && ingest.spawned == PROCESSES,
+        alive == PROCESSES && ingest.spawned() == PROCESSES,
         format!("ingest processes alive: {alive} of {PROCESSES}, none restarted"),
     );
     let panics = s.launcher.all_logs().matches("panicked").count();

@@ -91,7 +91,7 @@ async fn kill_rounds(
     let mut done = Vec::new();
     for round in 0..kills {
         let mut worker = kill_worker(s, db).await; // a cold start, as after a crash
-        let process = worker.processes[0].name.clone();
+        let process = worker.process_names()[0].clone();
         let inv = worker
             .emulator
             .invoke(SCHEDULED_EVENT.as_bytes(), WORKER_TIMEOUT);

@@ -8,6 +8,7 @@ use futures::future::LocalBoxFuture;
 use super::{Row, Suite};
 
 pub mod account;
+pub mod deadline;
 pub mod hostile;
 pub mod kill;
 pub mod load;
@@ -34,6 +35,7 @@ pub const ALL: &[Scenario] = &[
     hostile::SCENARIO,
     sweep::SCENARIO,
     account::SCENARIO,
+    deadline::SCENARIO,
     tenants::SCENARIO,
 ];
 

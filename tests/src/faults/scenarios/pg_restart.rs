@@ -95,13 +95,14 @@ async fn run(s: &mut Suite) -> Row {
     let (ingest_alive, workers_alive) = (api.alive(), workers.alive());
     row.check(
         ingest_alive == CALLERS
-            && api.spawned == CALLERS
+            && api.spawned() == CALLERS
             && workers_alive == WORKERS
-            && workers.spawned == WORKERS,
+            && workers.spawned() == WORKERS,
         format!(
             "no process restarted: ingest {ingest_alive} alive of {} started, workers \
              {workers_alive} of {}",
-            api.spawned, workers.spawned
+            api.spawned(),
+            workers.spawned()
         ),
     );
     // the suite's own connection died with the server: a new one
