@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use notify_postgres::db::DbConfig;
-use tokio::task::JoinHandle;
 
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 
@@ -28,44 +27,72 @@ pub const THEIRS_OPEN: &str = "SELECT count(*) FROM graphile_worker._private_job
 const FROM: f64 = 0.1;
 const TO: f64 = 0.9;
 
-/// Counting the open jobs in the background.
+/// Counting the open jobs in the background, on a thread and runtime of its own: the side
+/// under test (our workers run as tasks of the bench's runtime) cannot delay its ticks.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    task: JoinHandle<Result<Vec<(f64, i64)>>>,
+    thread: std::thread::JoinHandle<Result<Vec<(f64, i64)>>>,
 }
 
 impl Sampler {
     /// Connects, takes the first sample (so the clock runs before the drain starts), and
-    /// goes on every [`SAMPLE_EVERY`] until [`Sampler::finish`].
+    /// goes on every [`SAMPLE_EVERY`] until [`Sampler::finish`] (or no job is open).
     pub async fn start(config: &DbConfig, count: &'static str) -> Result<Self> {
-        let client = config.connect().await.context("the clock's connection")?;
-        let statement = client.prepare(count).await.context("prepare the count")?;
-        let started = Instant::now();
-        let first: i64 = client.query_one(&statement, &[]).await?.get(0);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut samples = vec![(0.0, first)];
-            let mut tick = tokio::time::interval(SAMPLE_EVERY);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            while !flag.load(Ordering::Relaxed) {
+        let config = config.clone();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<()>>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("the clock's runtime")?;
+            rt.block_on(async move {
+                let connected = async {
+                    let client = config.connect().await.context("the clock's connection")?;
+                    let statement = client.prepare(count).await.context("prepare the count")?;
+                    Ok::<_, anyhow::Error>((client, statement))
+                };
+                let (client, statement) = match connected.await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let why = format!("{e:#}");
+                        let _ = ready_tx.send(Err(e));
+                        anyhow::bail!(why);
+                    }
+                };
+                let started = Instant::now();
+                let first: i64 = client.query_one(&statement, &[]).await?.get(0);
+                let _ = ready_tx.send(Ok(()));
+                let mut samples = vec![(0.0, first)];
+                let mut tick = tokio::time::interval(SAMPLE_EVERY);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 tick.tick().await;
-                let open: i64 = client.query_one(&statement, &[]).await?.get(0);
-                samples.push((started.elapsed().as_secs_f64(), open));
-                if open == 0 {
-                    break;
+                while !flag.load(Ordering::Relaxed) {
+                    tick.tick().await;
+                    let open: i64 = client.query_one(&statement, &[]).await?.get(0);
+                    samples.push((started.elapsed().as_secs_f64(), open));
+                    if open == 0 {
+                        break;
+                    }
                 }
-            }
-            Ok(samples)
+                Ok(samples)
+            })
         });
-        Ok(Self { stop, task })
+        ready_rx
+            .await
+            .context("the clock's thread ended before its first sample")??;
+        Ok(Self { stop, thread })
     }
 
     /// Stops the clock: (seconds since start, jobs still open), in order.
     pub async fn finish(self) -> Result<Vec<(f64, i64)>> {
         self.stop.store(true, Ordering::Relaxed);
-        self.task.await.context("the clock's task")?
+        let thread = self.thread;
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .context("join the clock")?
+            .map_err(|_| anyhow::anyhow!("the clock's thread panicked"))?
     }
 }
 

@@ -67,6 +67,9 @@ struct Plan {
     peer_processes: Vec<usize>,
     peer_concurrency: Vec<u32>,
     peer_local_queue: Vec<u32>,
+    /// Jobs each run of the comparison drains: enough for the database's clock to see
+    /// the drain through (at least 4 samples between 10% and 90%).
+    peer_jobs: i64,
     /// ABBA rounds of both sides at their defaults (the headline).
     peer_rounds: usize,
     /// The same with a provider's pace: rounds, and jobs per run.
@@ -82,7 +85,8 @@ impl Plan {
             Self {
                 quick,
                 reps: 1,
-                jobs: 5_000,
+                // enough for the database's clock (crate::clock) to see a drain through
+                jobs: 20_000,
                 workers: vec![1, 2],
                 batches: vec![100],
                 claim_jobs: 3_000,
@@ -100,6 +104,7 @@ impl Plan {
                 peer_processes: vec![1],
                 peer_concurrency: vec![24],
                 peer_local_queue: vec![500],
+                peer_jobs: 20_000,
                 peer_rounds: 4,
                 provider_rounds: 2,
                 provider_jobs: 600,
@@ -129,6 +134,7 @@ impl Plan {
                 peer_processes: vec![1, 2, 4],
                 peer_concurrency: vec![12, 24],
                 peer_local_queue: vec![100, 500],
+                peer_jobs: 100_000,
                 peer_rounds: 10,
                 provider_rounds: 6,
                 provider_jobs: 6_000,

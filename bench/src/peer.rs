@@ -213,11 +213,11 @@ pub async fn measure(bench: &Bench, plan: &Plan, ours: &Cell) -> Result<(Peer, S
                 let settings = Settings::with(concurrent, local_queue);
                 crate::step!(
                     "peer grid: {} jobs, {processes} processes × concurrentJobs {concurrent}, localQueue {local_queue}",
-                    plan.jobs
+                    plan.peer_jobs
                 );
                 let mut best: Option<PeerRun> = None;
                 for _ in 0..plan.reps {
-                    let r = run(bench, &client, plan.jobs, processes, settings).await?;
+                    let r = run(bench, &client, plan.peer_jobs, processes, settings).await?;
                     if best
                         .as_ref()
                         .is_none_or(|b| r.jobs_per_sec > b.jobs_per_sec)
@@ -241,7 +241,14 @@ pub async fn measure(bench: &Bench, plan: &Plan, ours: &Cell) -> Result<(Peer, S
     peer.provider_shaped = Some(provider_shaped(bench, plan, &client).await?);
     let writes = match &peer.best {
         Some(best) => {
-            crate::writes::peer(bench, &client, plan.jobs, best.processes, best.settings).await
+            crate::writes::peer(
+                bench,
+                &client,
+                plan.peer_jobs,
+                best.processes,
+                best.settings,
+            )
+            .await
         }
         None => Side::not_measured("not measured: no peer run"),
     };
@@ -365,10 +372,18 @@ async fn headline(
             round + 1,
             plan.peer_rounds,
             if round % 2 == 0 { "ours" } else { "theirs" },
-            plan.jobs
+            plan.peer_jobs
         );
-        let mine = || worked::cell(bench, plan.jobs, workers, batch);
-        let them = || run(bench, client, plan.jobs, THEIRS_DEFAULT_PROCESSES, SETTINGS);
+        let mine = || worked::cell(bench, plan.peer_jobs, workers, batch);
+        let them = || {
+            run(
+                bench,
+                client,
+                plan.peer_jobs,
+                THEIRS_DEFAULT_PROCESSES,
+                SETTINGS,
+            )
+        };
         let (o, t) = if round % 2 == 0 {
             let o = mine().await?;
             (o, them().await?)
