@@ -181,7 +181,7 @@ pub fn script() -> Result<String> {
                 coalesce(array_agg('sent'::text) FILTER (WHERE applied IS NULL), '{{}}') AS outcomes,\n\
                 coalesce(array_agg(NULL::timestamptz) FILTER (WHERE applied IS NULL), '{{}}') AS retry_at,\n\
                 coalesce(array_agg(CASE channel WHEN 'sms' THEN 'sns' ELSE 'ses' END) FILTER (WHERE applied IS NULL), '{{}}') AS providers,\n\
-                coalesce(array_agg(id::text) FILTER (WHERE applied IS NULL), '{{}}') AS message_ids,\n\
+                coalesce(array_agg(gen_random_uuid()::text) FILTER (WHERE applied IS NULL), '{{}}') AS message_ids,\n\
                 coalesce(array_agg(NULL::text) FILTER (WHERE applied IS NULL), '{{}}') AS error_codes,\n\
                 coalesce(array_agg(NULL::text) FILTER (WHERE applied IS NULL), '{{}}') AS error_messages,\n\
                 coalesce(array_agg(clock_timestamp()) FILTER (WHERE applied IS NULL), '{{}}') AS started,\n\
