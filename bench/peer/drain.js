@@ -2,6 +2,9 @@
 // Driven by bench/src/peer.rs:
 //   node drain.js setup   install graphile-worker's schema into PEER_DATABASE_URL
 //   node drain.js work    drain every due job once (runOnce), then print {"start_ms","end_ms"}
+//   node drain.js soak    run a worker for PEER_SOAK_SECS seconds, printing a line
+//                         `claim <epoch ms> <ms> <rows>` for each of its claims (the
+//                         SKIP LOCKED fetch, timed around the query's round trip)
 // PEER_TASK=wait makes each job wait as a provider call would (a lognormal time, 30-80 ms for
 // 9 jobs in 10, median 49 ms: the parameters of bench/src/worked.rs's WaitingDeliverer);
 // unset, a job does nothing.
@@ -9,7 +12,27 @@
 // figure (perfTest/graphile.config.js): 24 concurrent jobs, a pool of 25, a local queue of 500
 // (refetch delay 10 ms), completions and failures batched with a 0 ms delay.
 "use strict";
-const { Logger, runMigrations, runOnce } = require("graphile-worker");
+const { Logger, run, runMigrations, runOnce } = require("graphile-worker");
+
+// Times every claim graphile-worker makes (its getJobs statement, the one with SKIP LOCKED),
+// from the query's call to its answer, as the bench times ours around `JobStore::claim`.
+function timeClaims() {
+  const { Client } = require("pg");
+  const query = Client.prototype.query;
+  Client.prototype.query = function (config, ...rest) {
+    const text = typeof config === "string" ? config : config && config.text;
+    const result = query.call(this, config, ...rest);
+    if (!text || !/skip\s+locked/i.test(text) || !result || typeof result.then !== "function") {
+      return result;
+    }
+    const started = process.hrtime.bigint();
+    return result.then((res) => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      process.stdout.write(`claim ${Date.now()} ${ms.toFixed(3)} ${res ? res.rowCount : 0}\n`);
+      return res;
+    });
+  };
+}
 
 const connectionString = process.env.PEER_DATABASE_URL;
 const concurrentJobs = Number(process.env.PEER_CONCURRENCY || 24);
@@ -37,7 +60,9 @@ async function main() {
     await runMigrations({ connectionString, logger });
     return;
   }
-  if (mode !== "work") throw new Error(`unknown mode ${mode}: expected setup or work`);
+  if (mode !== "work" && mode !== "soak") {
+    throw new Error(`unknown mode ${mode}: expected setup, work or soak`);
+  }
   // Box-Muller: exp(mu + sigma * a standard normal), in ms
   const wait = () => {
     const u1 = 1 - Math.random();
@@ -46,6 +71,13 @@ async function main() {
     return new Promise((resolve) => setTimeout(resolve, Math.exp(3.8918 + 0.298 * normal)));
   };
   const taskList = { noop: process.env.PEER_TASK === "wait" ? wait : async () => {} };
+  if (mode === "soak") {
+    timeClaims();
+    const runner = await run({ preset, taskList, noHandleSignals: true, logger });
+    await new Promise((resolve) => setTimeout(resolve, Number(process.env.PEER_SOAK_SECS) * 1000));
+    await runner.stop();
+    return;
+  }
   const start = Date.now();
   await runOnce({ preset, taskList, noHandleSignals: true, logger });
   const end = Date.now();

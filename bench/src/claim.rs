@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use notify_core::store::{Claim, Complete, Completion, Decision, JobStore};
+use notify_core::store::{Claim, ClaimedJob, Complete, Completion, Decision, JobStore};
 use serde::Serialize;
 
 use crate::Plan;
@@ -191,23 +191,7 @@ pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples>
             break;
         }
         samples.claims.push(t0.elapsed());
-        let now = chrono::Utc::now();
-        let done: Vec<Completion> = claimed
-            .iter()
-            .map(|job| Completion {
-                job_id: job.id,
-                claim_token: job.claim_token,
-                call: job.call,
-                channel: job.channel,
-                decision: Decision::Sent,
-                provider_message_id: Some(job.id.to_string()),
-                error_code: None,
-                error_message: None,
-                started_at: now,
-                finished_at: now,
-                job_created_at: job.created_at,
-            })
-            .collect();
+        let done = sent(&claimed);
         let t1 = Instant::now();
         store
             .complete(Complete {
@@ -221,6 +205,27 @@ pub async fn drain(bench: &Bench, jobs: i64, batch: u32) -> Result<DrainSamples>
     // `measure`), so the next drain's due jobs reuse their space instead of extending the table
     bench.settle().await?;
     Ok(samples)
+}
+
+/// Each claimed job sent, answered at once with a provider's message id.
+pub fn sent(claimed: &[ClaimedJob]) -> Vec<Completion> {
+    let now = chrono::Utc::now();
+    claimed
+        .iter()
+        .map(|job| Completion {
+            job_id: job.id,
+            claim_token: job.claim_token,
+            call: job.call,
+            channel: job.channel,
+            decision: Decision::Sent,
+            provider_message_id: Some(crate::worked::message_id()),
+            error_code: None,
+            error_message: None,
+            started_at: now,
+            finished_at: now,
+            job_created_at: job.created_at,
+        })
+        .collect()
 }
 
 /// When the finished jobs of [`fill_finished`] were accepted (and ended): spread evenly over

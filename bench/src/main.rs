@@ -10,7 +10,8 @@
 //! module (numbered as the questions): [`worked`] (1), [`claim`] (2), [`ingest`] (3),
 //! [`latency`] (4), [`peer`] (5), [`ceiling`] (6), [`cpu`] (7), [`cold_start`] (8), and the
 //! write budget, [`writes`] (9, its counters read by [`probe`], and what one
-//! history row costs, [`floor`]).
+//! history row costs, [`floor`]), [`retention`] (10), a job's whole life, [`life`] (11), and
+//! the soak, [`soak`] (12).
 
 mod ceiling;
 mod claim;
@@ -21,6 +22,7 @@ mod db;
 mod floor;
 mod ingest;
 mod latency;
+mod life;
 mod measure;
 mod out;
 mod peer;
@@ -28,6 +30,7 @@ mod probe;
 mod render;
 mod results;
 mod retention;
+mod soak;
 mod stats;
 mod targets;
 mod worked;
@@ -75,6 +78,14 @@ struct Plan {
     /// The same with a provider's pace: rounds, and jobs per run.
     provider_rounds: usize,
     provider_jobs: i64,
+    /// Jobs followed through their whole life (11), half of them emails of 5–30 KB.
+    life_jobs: i64,
+    /// The soak (12): how long, jobs/s into each side, the series' bucket, and where the
+    /// series and the plot go.
+    soak_secs: u64,
+    soak_rate: u32,
+    soak_bucket_secs: u64,
+    soak_dir: std::path::PathBuf,
     /// Cold starts of each function in each migrations setting (and database handshakes).
     cold_runs: usize,
 }
@@ -108,6 +119,11 @@ impl Plan {
                 peer_rounds: 4,
                 provider_rounds: 2,
                 provider_jobs: 600,
+                life_jobs: 2_000,
+                soak_secs: 90,
+                soak_rate: 100,
+                soak_bucket_secs: 10,
+                soak_dir: workspace().join("target/bench"),
                 cold_runs: 5,
             }
         } else {
@@ -138,10 +154,20 @@ impl Plan {
                 peer_rounds: 10,
                 provider_rounds: 6,
                 provider_jobs: 6_000,
+                life_jobs: 20_000,
+                soak_secs: 1_800,
+                soak_rate: 200,
+                soak_bucket_secs: 60,
+                soak_dir: workspace().join("bench/results"),
                 cold_runs: 20,
             }
         }
     }
+}
+
+/// The repository's root (the bench's manifest is in bench/).
+fn workspace() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn main() -> Result<()> {
@@ -149,8 +175,7 @@ fn main() -> Result<()> {
     let mut quick = false;
     let mut peer = None;
     let mut history = None;
-    let mut only_claim = false;
-    let mut only_peer = false;
+    let mut only: Option<&str> = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -162,22 +187,21 @@ fn main() -> Result<()> {
                 history = Some(n.parse().with_context(|| format!("--history {n:?}"))?);
             }
             "--only" => match args.next().map(String::as_str) {
-                Some("claim") => only_claim = true,
-                Some("peer") => only_peer = true,
+                Some(part @ ("claim" | "peer" | "life" | "soak")) => only = Some(part),
                 Some(other) => {
                     anyhow::bail!(
-                        "--only {other}: no such part (the parts that run alone are `claim` and `peer`)"
+                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life` and `soak`)"
                     )
                 }
                 None => anyhow::bail!(
-                    "--only needs a part: `claim` (the claim latency alone) or `peer` (our grid and graphile-worker's)"
+                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides) or `soak` (both sides under steady load)"
                 ),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim | --only peer]   (needs DATABASE_URL; `make bench` sets it)"
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak]   (needs DATABASE_URL; `make bench` sets it)"
                 );
                 return Ok(());
             }
@@ -196,13 +220,38 @@ fn main() -> Result<()> {
     if let Some(n) = history {
         plan.finished_rows = n;
     }
-    if only_claim {
-        rt.block_on(run_claim(plan, &url))
-    } else if only_peer {
-        rt.block_on(run_peer(plan, &url))
-    } else {
-        rt.block_on(run(plan, &url))
+    match only {
+        Some("claim") => rt.block_on(run_claim(plan, &url)),
+        Some("peer") => rt.block_on(run_peer(plan, &url)),
+        Some(part) => rt.block_on(run_part(part, plan, &url)),
+        None => rt.block_on(run(plan, &url)),
     }
+}
+
+/// `--only life` or `--only soak`: that part alone, its section, its targets, and a `BENCH`
+/// line with that part only.
+async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
+    let results = measure::part_only(part, &plan, url).await?;
+    let targets: Vec<targets::Target> = targets::targets(&results)
+        .into_iter()
+        .filter(|t| targets::of_part(part, t))
+        .collect();
+    render::part_only(part, &results, &targets);
+    let mut line = serde_json::json!({
+        "mode": results.mode,
+        "date": results.date,
+        "machine": results.machine,
+        "targets": targets,
+    });
+    if part == "life" {
+        line["whole_life"] = serde_json::to_value(&results.whole_life)?;
+        line["wal"] = serde_json::to_value(&results.wal)?;
+        line["db_cost"] = serde_json::to_value(&results.db_cost)?;
+    } else {
+        line["soak"] = serde_json::to_value(&results.soak)?;
+    }
+    say!("BENCH {line}");
+    Ok(())
 }
 
 /// `--only claim`: part 2 alone (to look into its figures without the hour of a full run),

@@ -9,7 +9,9 @@ use crate::cpu::Cpu;
 use crate::db::Bench;
 use crate::results::{Machine, Results};
 use crate::writes::{self, WriteBudget};
-use crate::{ceiling, claim, cold_start, floor, ingest, latency, peer, retention, worked};
+use crate::{
+    ceiling, claim, cold_start, floor, ingest, latency, life, peer, retention, soak, worked,
+};
 
 pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     let (bench, mut r, started) = begin(plan, url).await?;
@@ -35,12 +37,15 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     r.accept_to_provider = latency::measure(&bench, plan).await?;
     r.claim_latency = claim::measure(&bench, plan).await?;
     r.retention = retention::measure(&bench, plan).await?;
+    r.whole_life = life::measure(&bench, plan).await?;
+    r.db_cost = crate::results::DbCost::of(&r.whole_life);
+    r.wal = crate::results::Wal::of(&r.whole_life);
+    r.soak = soak::measure(&bench, plan).await?;
     r.cpu = Cpu::of(&worked);
     r.worked = worked;
     r.ceiling = ceiling;
     r.peer = peer;
     r.write_budget = WriteBudget::compare(ours_writes, peer_writes);
-    r.db_cost = crate::results::DbCost::of(&r.write_budget);
     Ok(end(bench, r, started).await)
 }
 
@@ -68,6 +73,32 @@ pub async fn peer_only(plan: &Plan, url: &str) -> Result<Results> {
         r.peer = compared?.0;
         r.provider_shaped = r.peer.provider_shaped.take();
     }
+    Ok(r)
+}
+
+/// `--only life` or `--only soak`: that part alone (the peer installed first, as part 5
+/// does in a full run).
+pub async fn part_only(part: &str, plan: &Plan, url: &str) -> Result<Results> {
+    let (bench, mut r, started) = begin(plan, url).await?;
+    let measured = async {
+        if plan.peer {
+            let what = peer::install().await.map_err(|why| {
+                anyhow::anyhow!("graphile-worker cannot run: {why} (--no-peer skips it)")
+            })?;
+            crate::step!("peer: {what}");
+        }
+        if part == "life" {
+            r.whole_life = life::measure(&bench, plan).await?;
+            r.db_cost = crate::results::DbCost::of(&r.whole_life);
+            r.wal = crate::results::Wal::of(&r.whole_life);
+        } else {
+            r.soak = soak::measure(&bench, plan).await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    r = end(bench, r, started).await;
+    measured?;
     Ok(r)
 }
 

@@ -21,6 +21,8 @@ pub fn render(r: &Results, targets: &[Target]) {
     claim(r);
     say!("");
     retention(r);
+    whole_life(r);
+    soak(r);
     say!("");
     ingest(r);
     say!("");
@@ -77,6 +79,19 @@ pub fn peer_only(r: &Results, targets: &[Target]) {
     worked(r);
     say!("");
     peer(r);
+    say!("");
+    footer(r, targets);
+}
+
+/// `--only life` or `--only soak`: that part's section.
+pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
+    header(r);
+    say!("");
+    if part == "life" {
+        whole_life(r);
+    } else {
+        soak(r);
+    }
     say!("");
     footer(r, targets);
 }
@@ -291,14 +306,13 @@ fn write_budget(r: &Results) {
         "9. write budget per worked job: for each side a run of its own, {} queued jobs at the settings of its best timed run, from VACUUM ANALYZE + CHECKPOINT like every run; queueing not counted",
         jobs.unwrap_or(0)
     );
-    let c = &r.db_cost;
+    let exec = |s: &crate::writes::Side| s.run.as_ref().and_then(|w| w.exec_ms_per_job);
     say!(
-        "   the server's time per worked job (statements' execution, pg_stat_statements): ours {} ms ({}), graphile-worker {} ms ({}); ours ÷ theirs {}",
-        per_job(c.ours.exec_ms_per_job),
-        c.ours.setting,
-        per_job(c.theirs.exec_ms_per_job),
-        c.theirs.setting,
-        c.ours_over_theirs
+        "   the server's time per worked job (statements' execution, pg_stat_statements): ours {} ms, graphile-worker {} ms; ours ÷ theirs {}",
+        per_job(exec(&b.ours)),
+        per_job(exec(&b.graphile_worker)),
+        b.ours_over_theirs
+            .exec_ms
             .map_or("n/a".into(), |x| format!("{x:.2}"))
     );
     for (name, side) in sides {
@@ -632,6 +646,89 @@ fn verdicts(targets: &[Target]) {
             t.want
         );
     }
+}
+
+fn whole_life(r: &Results) {
+    let l = &r.whole_life;
+    say!(
+        "11. a job's whole life at the defaults: {} jobs (half SMS, half emails of 5-30 KB HTML; mean request {} bytes), ingest in batches of {}, random provider message ids; per job",
+        l.jobs,
+        fmt_n(l.payload_bytes_mean),
+        crate::life::INGEST_BATCH
+    );
+    for (name, side) in [("ours", &l.ours), ("graphile-worker", &l.theirs)] {
+        if side.status != "measured" {
+            say!("   {name}: {}", side.status);
+            continue;
+        }
+        let phases: Vec<String> = side
+            .phases
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {} B, {} ms",
+                    p.name,
+                    fmt_n(p.wal_bytes_per_job),
+                    per_job(p.ms_per_job)
+                )
+            })
+            .collect();
+        say!("   {name} ({}): {}", side.setting, phases.join("; "));
+        say!(
+            "     whole life: {} WAL bytes; statements {} ms, maintenance {} ms",
+            fmt_n(side.wal_bytes_per_job),
+            per_job(side.exec_ms_per_job),
+            per_job(Some(side.maintenance_ms_per_job))
+        );
+    }
+    let x = |v: Option<f64>| v.map_or("n/a".into(), |x| format!("{x:.2}"));
+    say!(
+        "   ours ÷ theirs: WAL {}, statements' time {}",
+        x(l.wal_ratio),
+        x(l.exec_ratio)
+    );
+}
+
+fn soak(r: &Results) {
+    let s = &r.soak;
+    say!(
+        "12. soak: both sides at once, {} s, {} jobs/s into each, REPEATABLE READ held on each database from {} s to {} s; claim latency over the claims that returned jobs",
+        s.secs,
+        s.rate_per_sec,
+        s.held_from_secs,
+        s.held_to_secs
+    );
+    if s.status != "measured" {
+        say!("   {}", s.status);
+        return;
+    }
+    for (name, side) in [("ours", &s.ours), ("graphile-worker", &s.theirs)] {
+        let l = |x: &crate::stats::Latency| format!("{} / {}", ms(x.p50_ms), ms(x.p99_ms));
+        say!(
+            "   {name} ({}, {} jobs): claim p50 / p99 {} ({} claims); before {}, held {}, after {}",
+            side.table,
+            side.jobs,
+            l(&side.claims),
+            side.claims.n,
+            l(&side.before),
+            l(&side.held),
+            l(&side.after)
+        );
+        say!(
+            "     dead tuples at most {}; indexes at most {} KiB, {} KiB at the end",
+            side.max_dead_tuples,
+            side.max_index_bytes / 1024,
+            side.end_index_bytes / 1024
+        );
+    }
+    let x = |v: Option<f64>| v.map_or("n/a".into(), |x| format!("{x:.2}"));
+    say!(
+        "   ours ÷ theirs: claim p99 {}, p50 {}, p99 while held {}",
+        x(s.claim_p99_ratio),
+        x(s.claim_p50_ratio),
+        x(s.held_claim_p99_ratio)
+    );
+    say!("   series: {}; plot: {}", s.csv, s.png);
 }
 
 #[cfg(test)]

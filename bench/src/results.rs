@@ -13,13 +13,15 @@ use crate::cpu::Cpu;
 use crate::floor::HistoryFloor;
 use crate::ingest::IngestRuns;
 use crate::latency::AcceptToProvider;
+use crate::life::{LifeSide, WholeLife};
 use crate::peer::Peer;
 use crate::stats::rounded;
 use crate::targets::Target;
 use crate::worked::Worked;
 use crate::writes::WriteBudget;
 
-/// The server's time per worked job, from the write budget's runs (statements tracked).
+/// The server's time per job over its whole life, at the shipped defaults, with realistic
+/// payloads ([`crate::life`]): what capacity is planned from.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DbCost {
     pub ours: JobCost,
@@ -30,26 +32,60 @@ pub struct DbCost {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct JobCost {
-    /// The run's setting.
+    /// The run's setting, or why it was not measured.
     pub setting: String,
-    /// Its statements' execution time per job, in milliseconds.
+    /// Ingest's and work's statements' execution time per job, in milliseconds.
     #[serde(serialize_with = "crate::stats::rounded_opt::<4, _>")]
     pub exec_ms_per_job: Option<f64>,
+    /// VACUUM's and retention's time per job, in milliseconds.
+    #[serde(serialize_with = "crate::stats::rounded::<4, _>")]
+    pub maintenance_ms_per_job: f64,
 }
 
 impl DbCost {
-    pub fn of(budget: &WriteBudget) -> Self {
-        let side = |s: &crate::writes::Side| JobCost {
-            setting: s
-                .run
-                .as_ref()
-                .map_or(s.status.clone(), |w| w.setting.clone()),
-            exec_ms_per_job: s.run.as_ref().and_then(|w| w.exec_ms_per_job),
+    pub fn of(life: &WholeLife) -> Self {
+        let side = |s: &LifeSide| JobCost {
+            setting: if s.status == "measured" {
+                s.setting.clone()
+            } else {
+                s.status.clone()
+            },
+            exec_ms_per_job: s.exec_ms_per_job,
+            maintenance_ms_per_job: s.maintenance_ms_per_job,
         };
         Self {
-            ours: side(&budget.ours),
-            theirs: side(&budget.graphile_worker),
-            ours_over_theirs: budget.ours_over_theirs.exec_ms,
+            ours: side(&life.ours),
+            theirs: side(&life.theirs),
+            ours_over_theirs: life.exec_ratio,
+        }
+    }
+}
+
+/// The WAL a job writes, in the keys a reader looks for first.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Wal {
+    pub whole_life: WholeLifeWal,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WholeLifeWal {
+    #[serde(serialize_with = "crate::stats::rounded_opt::<1, _>")]
+    pub ours_bytes_per_job: Option<f64>,
+    #[serde(serialize_with = "crate::stats::rounded_opt::<1, _>")]
+    pub theirs_bytes_per_job: Option<f64>,
+    #[serde(serialize_with = "crate::stats::rounded_opt::<3, _>")]
+    pub ratio: Option<f64>,
+}
+
+impl Wal {
+    pub fn of(life: &WholeLife) -> Self {
+        let side = |s: &LifeSide| (s.status == "measured").then_some(s.wal_bytes_per_job);
+        Self {
+            whole_life: WholeLifeWal {
+                ours_bytes_per_job: side(&life.ours),
+                theirs_bytes_per_job: side(&life.theirs),
+                ratio: life.wal_ratio,
+            },
         }
     }
 }
@@ -77,8 +113,14 @@ pub struct Results {
     pub provider_shaped: Option<crate::peer::ProviderShaped>,
     /// 9: what working one job writes, ours and the peer's
     pub write_budget: WriteBudget,
-    /// 9, continued: what working one job costs the server, ours and the peer's
+    /// 11, in short: what one job costs the server over its whole life, ours and the peer's
     pub db_cost: DbCost,
+    /// 11, in short: the WAL of one job's whole life
+    pub wal: Wal,
+    /// 11: a job's whole life, phase by phase
+    pub whole_life: WholeLife,
+    /// 12: both sides under a steady load, a long transaction in the middle
+    pub soak: crate::soak::Soak,
     /// 9, continued: what one history row costs, ours and the other shapes
     pub history_rows: HistoryFloor,
     /// 3
@@ -169,6 +211,8 @@ pub fn example() -> Results {
     results.cold_start.ingest_minus_handshake_ms = 9.21;
     results.cpu = Cpu::of(&results.worked);
     results.write_budget = example_write_budget();
+    results.wal.whole_life.ratio = Some(1.4);
+    results.soak.claim_p99_ratio = Some(1.1);
     results.history_rows = crate::floor::HistoryFloor {
         rows: 5_000,
         shapes: vec![crate::floor::RowCost {

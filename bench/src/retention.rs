@@ -67,7 +67,7 @@ pub struct Retention {
 }
 
 /// How long the sweeper keeps a day's history after its last job ended, at its defaults.
-fn kept() -> Result<std::time::Duration> {
+pub fn kept() -> Result<std::time::Duration> {
     let config = SweeperConfig::new(
         SweeperConfig::DEFAULT_STUCK_AFTER_SECS,
         SweeperConfig::DEFAULT_WORKER_TIMEOUT_SECS,

@@ -28,6 +28,8 @@ pub fn targets(r: &Results) -> Vec<Target> {
     let ingest_p99 = r.ingest.concurrency_1.latency.p99_ms;
     let polling_p50 = r.accept_to_provider.polling_on.p50_ms;
     let cold = r.cold_start.ingest_minus_handshake_ms;
+    let wal = r.wal.whole_life.ratio;
+    let soak = r.soak.claim_p99_ratio;
     [
         Target {
             name: "worked jobs/s ≥ 1.0× graphile-worker, both at their defaults (medians, ABBA)",
@@ -64,6 +66,18 @@ pub fn targets(r: &Results) -> Vec<Target> {
     .chain(claim(r))
     .chain([
         Target {
+            name: "WAL over a job's whole life ≤ 1.5× graphile-worker's, history included",
+            want: "≤ 1.50".into(),
+            got: ratio(wal),
+            met: wal.map(|r| r <= 1.5),
+        },
+        Target {
+            name: "soak: claim p99 ≤ 1.2× graphile-worker's, a long transaction in the middle",
+            want: "≤ 1.20".into(),
+            got: ratio(soak),
+            met: soak.map(|r| r <= 1.2),
+        },
+        Target {
             name: "ingest p99 ≤ 5 ms (concurrency 1)",
             want: "≤ 5 ms".into(),
             got: ms(ingest_p99),
@@ -83,6 +97,15 @@ pub fn targets(r: &Results) -> Vec<Target> {
         },
     ])
     .collect()
+}
+
+/// Whether a target belongs to `--only life` or `--only soak`.
+pub fn of_part(part: &str, t: &Target) -> bool {
+    match part {
+        "life" => t.name.starts_with("WAL over a job's whole life"),
+        "soak" => t.name.starts_with("soak:"),
+        _ => false,
+    }
 }
 
 /// Part 2's targets: the claim latency with many finished rows ÷ with none, batch 100.
@@ -136,6 +159,8 @@ mod tests {
             ("12,346", Some(true)),
             ("1.10", Some(true)),
             ("1.15", Some(true)),
+            ("1.40", Some(true)),
+            ("1.10", Some(true)),
             ("1.39 ms", Some(true)),
             ("127 ms", Some(true)),
             ("9.21 ms", Some(true)),
@@ -156,12 +181,14 @@ mod tests {
         r.worked.best.jobs_per_sec = 9_999.0;
         r.claim_latency.batches[0].ratio_p50 = 1.2;
         r.claim_latency.batches[0].ratio_p99 = 1.2001;
+        r.wal.whole_life.ratio = Some(1.5001);
+        r.soak.claim_p99_ratio = Some(1.2);
         r.ingest.concurrency_1.latency.p99_ms = 5.01;
         r.accept_to_provider.polling_on.p50_ms = 1000.0;
         r.cold_start.ingest_minus_handshake_ms = 50.001;
         let met: Vec<_> = targets(&r).into_iter().map(|t| t.met).collect();
         let want = [
-            false, true, true, true, false, true, false, false, true, false,
+            false, true, true, true, false, true, false, false, true, false, true, false,
         ];
         assert_eq!(met, want.map(Some));
     }
@@ -174,6 +201,8 @@ mod tests {
         r.peer.ratio_ci95 = None;
         r.ceiling.ours_best_over_ceiling_best = None;
         r.claim_latency.batches.retain(|b| b.batch != 100);
+        r.wal.whole_life.ratio = None;
+        r.soak.claim_p99_ratio = None;
         let t = targets(&r);
         for t in &t[..4] {
             assert_eq!(
@@ -183,7 +212,7 @@ mod tests {
                 t.name
             );
         }
-        for t in &t[5..7] {
+        for t in &t[5..9] {
             assert_eq!(
                 (t.got.as_str(), t.met),
                 ("not measured", None),
@@ -199,7 +228,7 @@ mod tests {
         r.ingest.concurrency_1.latency.p99_ms = f64::NAN;
         r.cold_start.ingest_minus_handshake_ms = f64::NAN;
         let t = targets(&r);
-        assert_eq!((t[7].got.as_str(), t[7].met), ("-", Some(false)));
         assert_eq!((t[9].got.as_str(), t[9].met), ("-", Some(false)));
+        assert_eq!((t[11].got.as_str(), t[11].met), ("-", Some(false)));
     }
 }

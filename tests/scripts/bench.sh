@@ -5,6 +5,9 @@
 #   tests/scripts/bench.sh            full run, optimized build (profile bench-fast)
 #   tests/scripts/bench.sh --quick    small run, debug build (the CI smoke test)
 #   tests/scripts/bench.sh --only claim   the claim latency alone (part 2, 10M history)
+#   tests/scripts/bench.sh --only peer    our grid and graphile-worker's (parts 1 and 5)
+#   tests/scripts/bench.sh --only life    a job's whole life on both sides (part 11)
+#   tests/scripts/bench.sh --only soak    both sides under a steady load, 30 minutes (part 12)
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
@@ -54,6 +57,17 @@ echo "bench: building (profile $profile)" >&2
 cargo build -q --bin bench --bin ingest --bin worker --bin sweeper --profile "$profile"
 case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
 bin="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/bench"
+
+# matplotlib for the soak's plot (bench/plot_soak.py), pinned, in a virtualenv of its own;
+# without it the soak's series are still written, and the report says why there is no plot
+BENCH_VENV=$ROOT/.venv-bench
+if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
+  echo "bench: installing matplotlib into $BENCH_VENV" >&2
+  { python3 -m venv "$BENCH_VENV" &&
+    "$BENCH_VENV/bin/pip" install -q --disable-pip-version-check "matplotlib==3.9.4"; } >&2 ||
+    echo "bench: matplotlib could not be installed: the soak's plot will be missing" >&2
+fi
+export BENCH_PYTHON=$BENCH_VENV/bin/python
 
 started_pg=false
 if [ -z "${DATABASE_URL:-}" ]; then started_pg=true; fi
