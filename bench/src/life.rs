@@ -552,11 +552,7 @@ async fn theirs_phases(
     let inserted = async {
         let session = target.connect().await?;
         let add = session
-            .prepare(
-                "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
-                     SELECT json_populate_record(NULL::graphile_worker.job_spec, j)
-                     FROM json_array_elements($1::text::json) AS j))",
-            )
+            .prepare(peer::ADD_JOBS)
             .await?;
         for spec in &specs {
             session.query_one(&add, &[&spec.to_string()]).await?;

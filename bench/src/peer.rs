@@ -523,6 +523,12 @@ pub async fn run_task(
     })
 }
 
+/// graphile-worker's `add_jobs` over a JSON array of job specs (`identifier`, `payload`,
+/// `job_key`, …) given as text: one statement per batch, as a caller queues a batch.
+pub const ADD_JOBS: &str = "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
+     SELECT json_populate_record(NULL::graphile_worker.job_spec, j)
+     FROM json_array_elements($1::text::json) AS j))";
+
 /// Queues `jobs` no-op jobs with graphile-worker's `add_jobs`, then settles as our runs do
 /// (VACUUM ANALYZE, CHECKPOINT).
 pub async fn queue(client: &tokio_postgres::Client, jobs: i64) -> Result<()> {

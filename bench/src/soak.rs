@@ -307,11 +307,7 @@ fn sms(n: i64) -> serde_json::Value {
 async fn ingest_theirs(db: DbConfig, rate: u32, stop: Arc<AtomicBool>) -> Result<i64> {
     let client = db.connect().await.context("their ingest's connection")?;
     let add = client
-        .prepare(
-            "SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
-                 SELECT json_populate_record(NULL::graphile_worker.job_spec, j)
-                 FROM json_array_elements($1::text::json) AS j))",
-        )
+        .prepare(peer::ADD_JOBS)
         .await?;
     let per_tick = (rate / 10).max(1) as i64;
     let mut tick = tokio::time::interval(TICK);
