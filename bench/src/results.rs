@@ -28,6 +28,19 @@ pub struct DbCost {
     pub theirs: JobCost,
     #[serde(serialize_with = "crate::stats::rounded_opt::<3, _>")]
     pub ours_over_theirs: Option<f64>,
+    /// The RDS class the time is priced on ([`RDS_CLASS`]).
+    pub rds_class: String,
+}
+
+/// The class the database's time is priced on: its name, vCPUs and on-demand price per hour
+/// (us-east-1, single-AZ, PostgreSQL). A job's server time is priced as its share of the
+/// class's vCPU-hours, as if the instance did nothing else; at 100% busy, not a sizing.
+pub const RDS_CLASS: (&str, f64, f64) = ("db.t4g.medium", 2.0, 0.065);
+
+/// The database's time for 1M jobs at `ms_per_job`, priced on [`RDS_CLASS`], in US dollars.
+pub fn rds_usd_per_million(ms_per_job: f64) -> f64 {
+    let (_, vcpus, usd_per_hour) = RDS_CLASS;
+    ms_per_job * 1e6 / 1000.0 / vcpus / 3600.0 * usd_per_hour
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -40,6 +53,9 @@ pub struct JobCost {
     /// VACUUM's and retention's time per job, in milliseconds.
     #[serde(serialize_with = "crate::stats::rounded::<4, _>")]
     pub maintenance_ms_per_job: f64,
+    /// Both, for 1M jobs, priced on [`RDS_CLASS`].
+    #[serde(serialize_with = "crate::stats::rounded_opt::<4, _>")]
+    pub rds_usd_per_million: Option<f64>,
 }
 
 impl DbCost {
@@ -52,11 +68,18 @@ impl DbCost {
             },
             exec_ms_per_job: s.exec_ms_per_job,
             maintenance_ms_per_job: s.maintenance_ms_per_job,
+            rds_usd_per_million: s
+                .exec_ms_per_job
+                .map(|ms| rds_usd_per_million(ms + s.maintenance_ms_per_job)),
         };
         Self {
             ours: side(&life.ours),
             theirs: side(&life.theirs),
             ours_over_theirs: life.exec_ratio,
+            rds_class: format!(
+                "{}: {} vCPUs, ${}/h on demand (us-east-1, single-AZ)",
+                RDS_CLASS.0, RDS_CLASS.1, RDS_CLASS.2
+            ),
         }
     }
 }
@@ -266,6 +289,13 @@ fn example_write_budget() -> WriteBudget {
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    #[test]
+    fn a_million_jobs_of_one_ms_are_a_thousand_vcpu_seconds() {
+        // 1,000 s over 2 vCPUs is 500 s of the instance
+        let usd = rds_usd_per_million(1.0);
+        assert!((usd - 500.0 / 3600.0 * RDS_CLASS.2).abs() < 1e-12);
+    }
 
     #[test]
     fn the_bench_line_keeps_the_keys_readers_use() {
