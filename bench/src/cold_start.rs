@@ -3,19 +3,31 @@
 //! `AWS_LAMBDA_RUNTIME_API` points at a listener here — and timed from spawn to its first
 //! `GET /2018-06-01/runtime/invocation/next` (ready for the first event); then it is killed.
 //!
-//! Migrations on: each run gets a fresh empty database, so the migrations really apply.
-//! Off: the benchmark's migrated database (the first connection only checks the schema).
-//! `AWS_ENDPOINT_URL` points at the same listener, so an AWS call during init arrives as a
-//! request other than the poll and fails the run, as a process that exits before polling does.
+//! Three settings:
+//! - **migrations on**: each run gets a fresh empty database, so the migrations really apply;
+//! - **migrations off**: the benchmark's migrated database (the first connection only checks
+//!   the schema), reached by `DATABASE_URL` in plain text;
+//! - **as deployed**: migrations off, the credentials read from Secrets Manager
+//!   (`DATABASE_SECRET_ARN`, the RDS secret's shape; host, port, database and
+//!   `sslmode=require` from `DATABASE_URL`) and the database reached over TLS, its certificate checked against `DATABASE_CA_FILE`
+//!   (the server's own, from `BENCH_DB_CA_FILE`: tests/scripts/bench.sh makes one and starts
+//!   the server with TLS on). The listener answers the one `GetSecretValue` in Secrets
+//!   Manager's wire shape after [`SECRET_DELAY`], standing in for a first call from Lambda to
+//!   the regional endpoint (its own TLS handshake included: the stand-in speaks plain HTTP).
+//!
+//! `AWS_ENDPOINT_URL` points at the same listener, so any other AWS call during init arrives
+//! as a request other than the poll and fails the run, as a process that exits before polling
+//! does.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use notify_postgres::db::DbConfig;
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -33,6 +45,97 @@ const NEXT: &str = "GET /2018-06-01/runtime/invocation/next ";
 /// A function that has not polled by then failed to start (init itself waits at most 3 s
 /// for the database).
 const READY_WITHIN: Duration = Duration::from_secs(30);
+/// How long the Secrets Manager stand-in takes to answer: a first `GetSecretValue` from a
+/// new Lambda environment opens a TLS connection to the regional endpoint (a few round
+/// trips within the region) and waits for the service.
+pub const SECRET_DELAY: Duration = Duration::from_millis(50);
+const SECRET_ARN: &str = "arn:aws:secretsmanager:us-east-1:000000000000:secret:bench-db-AbCdEf";
+
+/// How a run's function reaches its database.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Setting {
+    #[default]
+    MigrationsOn,
+    MigrationsOff,
+    AsDeployed,
+}
+
+impl Setting {
+    fn label(self) -> &'static str {
+        match self {
+            Setting::MigrationsOn => "migrations on",
+            Setting::MigrationsOff => "migrations off",
+            Setting::AsDeployed => "as deployed",
+        }
+    }
+}
+
+/// The as-deployed setting's database: reached over TLS with these credentials, which the
+/// Secrets Manager stand-in hands out.
+#[derive(Debug, Clone)]
+pub struct Deployed {
+    ca_file: PathBuf,
+    port: u16,
+    dbname: String,
+    /// The secret's `SecretString`, the RDS shape.
+    secret: String,
+}
+
+impl Deployed {
+    /// From `BENCH_DB_CA_FILE` and the benchmark's database, if its server speaks TLS.
+    async fn from_env(bench: &Bench) -> std::result::Result<Self, String> {
+        let ca_file = std::env::var_os("BENCH_DB_CA_FILE")
+            .map(PathBuf::from)
+            .ok_or("BENCH_DB_CA_FILE is not set (tests/scripts/bench.sh sets it when it starts the server with TLS)")?;
+        let ssl: String = bench
+            .client
+            .query_one("SHOW ssl", &[])
+            .await
+            .map_err(|e| format!("SHOW ssl: {e}"))?
+            .get(0);
+        if ssl != "on" {
+            return Err("the server does not offer TLS (ssl = off)".into());
+        }
+        let config: tokio_postgres::Config = bench
+            .url
+            .parse()
+            .map_err(|e| format!("the benchmark's URL: {e}"))?;
+        let user = config.get_user().unwrap_or("postgres").to_owned();
+        let password = config
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_else(|| "unused-with-trust".into());
+        let (_, port) = bench.config.host_port();
+        Ok(Self {
+            ca_file,
+            port,
+            dbname: bench.db.clone(),
+            secret: serde_json::json!({"username": user, "password": password,
+                                       "engine": "postgres"})
+            .to_string(),
+        })
+    }
+
+    /// `GetSecretValue`'s answer, as Secrets Manager's JSON protocol writes it.
+    fn answer(&self) -> String {
+        let body = serde_json::json!({
+            "ARN": SECRET_ARN,
+            "Name": "bench-db",
+            "VersionId": "00000000-0000-4000-8000-000000000001",
+            "SecretString": self.secret,
+            "VersionStages": ["AWSCURRENT"],
+            "CreatedDate": 1_767_225_600.0,
+        })
+        .to_string();
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.1\r\n\
+             x-amzn-requestid: 00000000-0000-4000-8000-000000000002\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+}
 
 /// Median and maximum of some runs, in ms.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -56,6 +159,7 @@ impl Spread {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Init {
     pub function: &'static str,
+    pub setting: Setting,
     pub migrate_on_start: bool,
     #[serde(flatten)]
     pub init: Spread,
@@ -69,6 +173,12 @@ pub struct ColdStart {
     pub profile: String,
     /// `DbConfig::connect` to the migrated database, from this (warm) process.
     pub handshake: Spread,
+    /// The same over TLS (`sslmode=require`, the certificate checked), when measured.
+    pub tls_handshake: Option<Spread>,
+    /// `measured`, or why the as-deployed setting was not.
+    pub as_deployed: String,
+    /// The Secrets Manager stand-in's delay, in ms.
+    pub secret_delay_ms: f64,
     pub inits: Vec<Init>,
     /// Ingest's median init (migrations off, as deployed) minus the median handshake.
     pub ingest_minus_handshake_ms: f64,
@@ -92,13 +202,21 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
     let started = Instant::now();
     let dir = bin_dir()?;
     let fresh_url = url_with_db(&bench.url, FRESH_DB)?;
+    let deployed = Deployed::from_env(bench).await;
+    let tls_url = tls_url(bench, deployed.as_ref().ok());
     let mut handshake = Samples::new();
+    let mut tls_handshake = Samples::new();
     let mut cells: Vec<(Init, Samples)> = Vec::new();
-    for migrate in [true, false] {
+    let mut settings = vec![Setting::MigrationsOn, Setting::MigrationsOff];
+    if deployed.is_ok() {
+        settings.push(Setting::AsDeployed);
+    }
+    for setting in settings {
         for function in FUNCTIONS {
             let init = Init {
                 function,
-                migrate_on_start: migrate,
+                setting,
+                migrate_on_start: setting == Setting::MigrationsOn,
                 init: Spread::of(&Samples::new()),
                 connected_at_init: 0,
             };
@@ -108,18 +226,38 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
     for pass in 0..runs {
         crate::step!("cold start: round {}/{runs}", pass + 1);
         handshake.push(time_handshake(&bench.config).await?);
+        if let Some(tls) = &tls_url {
+            tls_handshake.push(time_handshake(tls).await?);
+        }
         for (init, samples) in &mut cells {
-            let url = if init.migrate_on_start {
-                fresh_db(bench).await?;
-                &fresh_url
-            } else {
-                &bench.url
-            };
             let app = format!("cold-{}-{pass}", init.function);
-            let launch = Launch::function(&dir, init.function, &with_app(url, &app), init)?;
-            let (took, process) = first_poll(&launch).await?;
-            let connected = connected(bench, &app).await?;
-            process.stop().await;
+            let (launch, secret) = match (init.setting, &deployed) {
+                (Setting::AsDeployed, Ok(d)) => (Launch::deployed(&dir, init.function, d), Some(d)),
+                (Setting::MigrationsOn, _) => {
+                    fresh_db(bench).await?;
+                    let url = with_app(&fresh_url, &app);
+                    (Launch::function(&dir, init.function, &url, init)?, None)
+                }
+                _ => {
+                    let url = with_app(&bench.url, &app);
+                    (Launch::function(&dir, init.function, &url, init)?, None)
+                }
+            };
+            let (took, process) = first_poll_with(&launch, secret.map(Deployed::answer)).await?;
+            let connected = if secret.is_some() {
+                tls_connected(bench).await?
+            } else {
+                connected(bench, &app).await?
+            };
+            let out = process.stop().await;
+            // the deployed path (secret, TLS) is the one this setting measures: a function that
+            // fell back to connecting on its first event did not take it
+            if secret.is_some() && !connected {
+                bail!(
+                    "{}: no TLS connection to the database at init{out}",
+                    launch.label
+                );
+            }
             if init.migrate_on_start && connected {
                 check_migrated(&fresh_url, &launch.label).await?;
             }
@@ -128,7 +266,50 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
         }
     }
     drop_fresh_db(bench).await;
-    Ok(summarize(&dir, &handshake, cells, started.elapsed()))
+    let mut cold = summarize(&dir, &handshake, cells, started.elapsed());
+    cold.tls_handshake = tls_url.is_some().then(|| Spread::of(&tls_handshake));
+    cold.as_deployed = match deployed {
+        Ok(_) => "measured".into(),
+        Err(why) => format!("not measured: {why}"),
+    };
+    cold.secret_delay_ms = SECRET_DELAY.as_secs_f64() * 1000.0;
+    Ok(cold)
+}
+
+/// The benchmark's database over TLS to `localhost` (the certificate's name), checked
+/// against the CA file.
+fn tls_url(bench: &Bench, deployed: Option<&Deployed>) -> Option<DbConfig> {
+    let d = deployed?;
+    let (user, password) = {
+        let c: tokio_postgres::Config = bench.url.parse().ok()?;
+        (
+            c.get_user().unwrap_or("postgres").to_owned(),
+            c.get_password()
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
+        )
+    };
+    let mut url = format!(
+        "host=localhost port={} dbname={} user={user} sslmode=require",
+        d.port, d.dbname
+    );
+    if let Some(p) = password {
+        url.push_str(&format!(" password={p}"));
+    }
+    DbConfig::new(&url, Some(&d.ca_file)).ok()
+}
+
+/// Whether a TLS connection other than this process's own is open on the database now.
+async fn tls_connected(bench: &Bench) -> Result<bool> {
+    let row = bench
+        .client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+             WHERE s.ssl AND a.datname = current_database() AND a.pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .context("cold start: pg_stat_ssl")?;
+    Ok(row.get::<_, i64>(0) > 0)
 }
 
 fn summarize(
@@ -147,7 +328,7 @@ fn summarize(
     let handshake = Spread::of(handshake);
     let ingest = inits
         .iter()
-        .find(|i| i.function == "ingest" && !i.migrate_on_start)
+        .find(|i| i.function == "ingest" && i.setting == Setting::MigrationsOff)
         .map_or(f64::NAN, |i| i.init.median_ms);
     // rounded as reported, so the verdict is the one the figure shows
     let over = round(ingest - handshake.median_ms, 3);
@@ -156,6 +337,9 @@ fn summarize(
             .file_name()
             .map_or("?".into(), |n| n.to_string_lossy().into_owned()),
         handshake,
+        tls_handshake: None,
+        as_deployed: String::new(),
+        secret_delay_ms: 0.0,
         inits,
         ingest_minus_handshake_ms: over,
         goal_ms: GOAL_MS,
@@ -177,19 +361,28 @@ impl ColdStart {
             ms(self.handshake.median_ms),
             ms(self.handshake.max_ms)
         );
+        if let Some(tls) = &self.tls_handshake {
+            crate::say!(
+                "   the same over TLS (sslmode=require, the certificate checked): median {} max {}",
+                ms(tls.median_ms),
+                ms(tls.max_ms)
+            );
+        }
         crate::say!(
-            "   {:<8} {:>26} {:>26}   connected at init (on, off)",
+            "   {:<8} {:>26} {:>26} {:>26}   connected at init (on, off, deployed)",
             "function",
             "migrations on (fresh db)",
-            "migrations off"
+            "migrations off",
+            "as deployed"
         );
         for function in FUNCTIONS {
-            let cell = |on: bool| {
+            let cell = |setting: Setting| {
                 self.inits
                     .iter()
-                    .find(|i| i.function == function && i.migrate_on_start == on)
+                    .find(|i| i.function == function && i.setting == setting)
             };
-            let (on, off) = (cell(true), cell(false));
+            let cells = [Setting::MigrationsOn, Setting::MigrationsOff, Setting::AsDeployed]
+                .map(cell);
             let spread = |i: Option<&Init>| {
                 i.map_or("-".into(), |i| {
                     format!("{} / {}", ms(i.init.median_ms), ms(i.init.max_ms))
@@ -201,13 +394,18 @@ impl ColdStart {
                 })
             };
             crate::say!(
-                "   {function:<8} {:>26} {:>26}   {}, {}",
-                spread(on),
-                spread(off),
-                connected(on),
-                connected(off)
+                "   {function:<8} {:>26} {:>26} {:>26}   {}",
+                spread(cells[0]),
+                spread(cells[1]),
+                spread(cells[2]),
+                cells.map(connected).join(", ")
             );
         }
+        crate::say!(
+            "   as deployed: {} (Secrets Manager stand-in answering after {} ms, TLS to the database)",
+            self.as_deployed,
+            self.secret_delay_ms
+        );
         for function in FUNCTIONS {
             let mine = || self.inits.iter().filter(|i| i.function == function);
             if mine().count() > 0 && mine().all(|i| i.connected_at_init == 0) {
@@ -276,13 +474,48 @@ impl Launch {
         if function == "worker" {
             env.push(("EMAIL_FROM".into(), "noreply@example.com".into()));
         }
-        let on_off = if init.migrate_on_start { "on" } else { "off" };
         Ok(Self {
-            label: format!("{function} (migrations {on_off})"),
+            label: format!("{function} ({})", init.setting.label()),
             program: dir.join(function),
             args: Vec::new(),
             env,
         })
+    }
+}
+
+impl Launch {
+    /// A function as the template deploys it: migrations off, the credentials from Secrets
+    /// Manager, the database over TLS.
+    fn deployed(dir: &Path, function: &str, d: &Deployed) -> Self {
+        let init = Init {
+            function: "",
+            setting: Setting::AsDeployed,
+            migrate_on_start: false,
+            init: Spread::default(),
+            connected_at_init: 0,
+        };
+        // the URL's variable is replaced below: the deployed function has none
+        let mut launch = Self::function(dir, function, "", &init)
+            .unwrap_or_else(|_| unreachable!("function() does not fail"));
+        // what the secret lacks, with `sslmode=require`: a deployed function's host is not
+        // local, and only a local host may go without TLS (the server here is local)
+        launch.env.retain(|(k, _)| k != "DATABASE_URL");
+        launch.env.extend(
+            [
+                ("DATABASE_SECRET_ARN", SECRET_ARN.to_owned()),
+                (
+                    "DATABASE_URL",
+                    format!(
+                        "host=localhost port={} dbname={} sslmode=require",
+                        d.port, d.dbname
+                    ),
+                ),
+                ("DATABASE_CA_FILE", d.ca_file.display().to_string()),
+            ]
+            .map(|(k, v)| (k.to_owned(), v)),
+        );
+        launch.label = format!("{function} (as deployed)");
+        launch
     }
 }
 
@@ -407,16 +640,23 @@ async fn read_all(pipe: Option<impl AsyncRead + Unpin>) -> Vec<u8> {
     bytes
 }
 
+/// [`first_poll_with`], no AWS call answered.
+#[cfg(test)]
+async fn first_poll(launch: &Launch) -> Result<(Duration, Process)> {
+    first_poll_with(launch, None).await
+}
+
 /// Starts `launch` and waits for its first request on the runtime API: the time from spawn
 /// to a next-event poll, and the still-running process. Any other outcome is an error naming
-/// the function, with its stderr.
-pub async fn first_poll(launch: &Launch) -> Result<(Duration, Process)> {
+/// the function, with its stderr. With `secret` (a whole HTTP response), the listener answers
+/// a Secrets Manager `GetSecretValue` with it after [`SECRET_DELAY`].
+async fn first_poll_with(launch: &Launch, secret: Option<String>) -> Result<(Duration, Process)> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .context("cold start: bind the runtime API listener")?;
     let address = listener.local_addr()?.to_string();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let server = tokio::spawn(listen(listener, tx));
+    let server = tokio::spawn(listen(listener, tx, secret.map(Arc::new)));
     let started = Instant::now();
     let mut process = Process::spawn(launch, server, &address)?;
     let label = &launch.label;
@@ -441,28 +681,51 @@ pub async fn first_poll(launch: &Launch) -> Result<(Duration, Process)> {
 }
 
 /// Accepts connections; reports each one's request line with the instant it arrived, then
-/// holds the connection open (no answer: the process is killed before it needs one).
-async fn listen(listener: TcpListener, tx: mpsc::UnboundedSender<(Instant, String)>) {
+/// holds the connection open (no answer: the process is killed before it needs one). With
+/// `secret`, a Secrets Manager `GetSecretValue` is answered with it instead, after
+/// [`SECRET_DELAY`], and not reported.
+async fn listen(
+    listener: TcpListener,
+    tx: mpsc::UnboundedSender<(Instant, String)>,
+    secret: Option<Arc<String>>,
+) {
     let mut held = JoinSet::new();
     while let Ok((stream, _)) = listener.accept().await {
         let _ = stream.set_nodelay(true);
-        held.spawn(request_line(stream, tx.clone()));
+        held.spawn(request_line(stream, tx.clone(), secret.clone()));
     }
 }
 
-async fn request_line(mut stream: TcpStream, tx: mpsc::UnboundedSender<(Instant, String)>) {
+const GET_SECRET: &str = "x-amz-target: secretsmanager.getsecretvalue";
+
+async fn request_line(
+    mut stream: TcpStream,
+    tx: mpsc::UnboundedSender<(Instant, String)>,
+    secret: Option<Arc<String>>,
+) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
-    while !buf.windows(2).any(|w| w == b"\r\n") && buf.len() < 16 * 1024 {
+    // the request line, and with a secret to give, the headers too
+    let until: &[u8] = if secret.is_some() { b"\r\n\r\n" } else { b"\r\n" };
+    while !buf.windows(until.len()).any(|w| w == until) && buf.len() < 16 * 1024 {
         match stream.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
     let at = Instant::now();
-    let text = String::from_utf8_lossy(&buf);
-    let line = text.split("\r\n").next().unwrap_or_default().to_owned();
-    let _ = tx.send((at, line));
+    let text = String::from_utf8_lossy(&buf).to_lowercase();
+    if let Some(answer) = secret.filter(|_| text.contains(GET_SECRET)) {
+        tokio::time::sleep(SECRET_DELAY).await;
+        let _ = stream.write_all(answer.as_bytes()).await;
+    } else {
+        let line = String::from_utf8_lossy(&buf)
+            .split("\r\n")
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let _ = tx.send((at, line));
+    }
     std::future::pending::<()>().await;
 }
 
@@ -515,6 +778,27 @@ mod tests {
             err.contains("exit status: 3") && err.contains("cannot start: boom"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_secret_asked_for_is_answered_late_and_is_not_the_poll() {
+        let connect = "/dev/tcp/${AWS_LAMBDA_RUNTIME_API%:*}/${AWS_LAMBDA_RUNTIME_API#*:}";
+        let launch = bash(
+            "secret",
+            &format!(
+                "exec 3<>{connect}; \
+                 printf 'POST / HTTP/1.1\\r\\nhost: x\\r\\nX-Amz-Target: secretsmanager.GetSecretValue\\r\\n\\r\\n' >&3; \
+                 head -c 15 <&3 | grep -q 'HTTP/1.1 200 OK' || exit 7; \
+                 exec 4<>{connect}; \
+                 printf 'GET /2018-06-01/runtime/invocation/next HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n' >&4; sleep 20"
+            ),
+        );
+        let answer = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_owned();
+        let (took, process) = first_poll_with(&launch, Some(answer))
+            .await
+            .expect("the secret answered, then the poll");
+        assert!(took >= SECRET_DELAY, "{took:?}");
+        process.stop().await;
     }
 
     #[tokio::test]

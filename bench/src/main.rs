@@ -187,21 +187,21 @@ fn main() -> Result<()> {
                 history = Some(n.parse().with_context(|| format!("--history {n:?}"))?);
             }
             "--only" => match args.next().map(String::as_str) {
-                Some(part @ ("claim" | "peer" | "life" | "soak")) => only = Some(part),
+                Some(part @ ("claim" | "peer" | "life" | "soak" | "cold")) => only = Some(part),
                 Some(other) => {
                     anyhow::bail!(
-                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life` and `soak`)"
+                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak` and `cold`)"
                     )
                 }
                 None => anyhow::bail!(
-                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides) or `soak` (both sides under steady load)"
+                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load) or `cold` (cold starts)"
                 ),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak]   (needs DATABASE_URL; `make bench` sets it)"
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold]   (needs DATABASE_URL; `make bench` sets it)"
                 );
                 return Ok(());
             }
@@ -228,7 +228,7 @@ fn main() -> Result<()> {
     }
 }
 
-/// `--only life` or `--only soak`: that part alone, its section, its targets, and a `BENCH`
+/// `--only life`, `soak` or `cold`: that part alone, its section, its targets, and a `BENCH`
 /// line with that part only.
 async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
     let results = measure::part_only(part, &plan, url).await?;
@@ -243,12 +243,14 @@ async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
         "machine": results.machine,
         "targets": targets,
     });
-    if part == "life" {
-        line["whole_life"] = serde_json::to_value(&results.whole_life)?;
-        line["wal"] = serde_json::to_value(&results.wal)?;
-        line["db_cost"] = serde_json::to_value(&results.db_cost)?;
-    } else {
-        line["soak"] = serde_json::to_value(&results.soak)?;
+    match part {
+        "life" => {
+            line["whole_life"] = serde_json::to_value(&results.whole_life)?;
+            line["wal"] = serde_json::to_value(&results.wal)?;
+            line["db_cost"] = serde_json::to_value(&results.db_cost)?;
+        }
+        "soak" => line["soak"] = serde_json::to_value(&results.soak)?,
+        _ => line["cold_start"] = serde_json::to_value(&results.cold_start)?,
     }
     say!("BENCH {line}");
     Ok(())

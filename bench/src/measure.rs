@@ -76,11 +76,15 @@ pub async fn peer_only(plan: &Plan, url: &str) -> Result<Results> {
     Ok(r)
 }
 
-/// `--only life` or `--only soak`: that part alone (the peer installed first, as part 5
-/// does in a full run).
+/// `--only life`, `soak` or `cold`: that part alone (the peer installed first for the first
+/// two, as part 5 does in a full run).
 pub async fn part_only(part: &str, plan: &Plan, url: &str) -> Result<Results> {
     let (bench, mut r, started) = begin(plan, url).await?;
     let measured = async {
+        if part == "cold" {
+            r.cold_start = cold_start::measure(&bench, plan.cold_runs).await?;
+            return anyhow::Ok(());
+        }
         if plan.peer {
             let what = peer::install().await.map_err(|why| {
                 anyhow::anyhow!("graphile-worker cannot run: {why} (--no-peer skips it)")

@@ -83,14 +83,14 @@ pub fn peer_only(r: &Results, targets: &[Target]) {
     footer(r, targets);
 }
 
-/// `--only life` or `--only soak`: that part's section.
+/// `--only life`, `soak` or `cold`: that part's section.
 pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
     header(r);
     say!("");
-    if part == "life" {
-        whole_life(r);
-    } else {
-        soak(r);
+    match part {
+        "life" => whole_life(r),
+        "soak" => soak(r),
+        _ => r.cold_start.render(),
     }
     say!("");
     footer(r, targets);
@@ -686,6 +686,14 @@ fn whole_life(r: &Results) {
         "   ours ÷ theirs: WAL {}, statements' time {}",
         x(l.wal_ratio),
         x(l.exec_ratio)
+    );
+    let c = &r.db_cost;
+    let usd = |v: Option<f64>| v.map_or("n/a".into(), |x| format!("${x:.4}"));
+    say!(
+        "   the database's time for 1M notifications (statements and maintenance), priced on {}: ours {}, graphile-worker {}",
+        c.rds_class,
+        usd(c.ours.rds_usd_per_million),
+        usd(c.theirs.rds_usd_per_million)
     );
 }
 

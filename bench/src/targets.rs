@@ -99,11 +99,12 @@ pub fn targets(r: &Results) -> Vec<Target> {
     .collect()
 }
 
-/// Whether a target belongs to `--only life` or `--only soak`.
+/// Whether a target belongs to `--only life`, `soak` or `cold`.
 pub fn of_part(part: &str, t: &Target) -> bool {
     match part {
         "life" => t.name.starts_with("WAL over a job's whole life"),
         "soak" => t.name.starts_with("soak:"),
+        "cold" => t.name.starts_with("ingest cold start"),
         _ => false,
     }
 }

@@ -8,6 +8,7 @@
 #   tests/scripts/bench.sh --only peer    our grid and graphile-worker's (parts 1 and 5)
 #   tests/scripts/bench.sh --only life    a job's whole life on both sides (part 11)
 #   tests/scripts/bench.sh --only soak    both sides under a steady load, 30 minutes (part 12)
+#   tests/scripts/bench.sh --only cold    cold starts, as deployed too (part 8)
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
@@ -70,9 +71,30 @@ fi
 export BENCH_PYTHON=$BENCH_VENV/bin/python
 
 started_pg=false
-if [ -z "${DATABASE_URL:-}" ]; then started_pg=true; fi
+tls_dir=
+if [ -z "${DATABASE_URL:-}" ]; then
+  started_pg=true
+  # TLS for the cold start as deployed (bench/src/cold_start.rs): a throwaway certificate for
+  # localhost, the key owned by the server's user as PostgreSQL requires; the bench trusts it
+  # through BENCH_DB_CA_FILE, as a function trusts the RDS bundle through DATABASE_CA_FILE
+  tls_dir=$(mktemp -d "${TMPDIR:-/tmp}/notif-tls.XXXXXX")
+  if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+       -addext subjectAltName=DNS:localhost -keyout "$tls_dir/server.key" \
+       -out "$tls_dir/server.crt" >/dev/null 2>&1; then
+    chmod 600 "$tls_dir/server.key"
+    chmod 755 "$tls_dir"
+    if [ "$(id -u)" = 0 ]; then chown -R postgres "$tls_dir"; fi
+    PG_EXTRA_OPTS="$PG_EXTRA_OPTS -c ssl=on -c ssl_cert_file=$tls_dir/server.crt -c ssl_key_file=$tls_dir/server.key"
+    export BENCH_DB_CA_FILE=$tls_dir/server.crt
+  else
+    echo "bench: openssl could not make a certificate: the cold start as deployed will be skipped" >&2
+  fi
+fi
 # pg_down keeps the server's log in $NOTIF_STATE/server.log
-cleanup() { if $started_pg; then pg_down; fi; }
+cleanup() {
+  if $started_pg; then pg_down; fi
+  if [ -n "$tls_dir" ]; then rm -rf "$tls_dir"; fi
+}
 trap cleanup EXIT
 pg_up
 echo "bench: uptime: $(uptime)" >&2
