@@ -255,7 +255,7 @@ impl Finished {
 /// `history_days`); a UUIDv7 id of its `created_at`; and with `when.keyed`, an idempotency
 /// key (a UUID's text, as the benchmark's ingest requests send) with its request hash and its
 /// row in `idempotency_keys`. A job ends the moment it was accepted: its day's last end is the
-/// day itself.
+/// day itself. Provider message ids are random (v4), as SNS gives them.
 pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> {
     const CHUNK: i64 = 1_000_000;
     // one clock for every statement: a long fill stays inside the days it was given
@@ -307,7 +307,7 @@ pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> 
                     CASE attempts WHEN 1 THEN 'sent' ELSE 'dead' END::job_status,
                     attempts, 5, attempts, t,
                     CASE attempts WHEN 1 THEN NULL ELSE 'InvalidParameter: bench' END, t,
-                    'sns', id::text,
+                    'sns', gen_random_uuid()::text,
                     CASE attempts WHEN 1 THEN NULL ELSE 'InvalidParameter' END,
                     CASE attempts WHEN 1 THEN NULL ELSE 'bench' END, t, t
              FROM src
