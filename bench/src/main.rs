@@ -187,21 +187,23 @@ fn main() -> Result<()> {
                 history = Some(n.parse().with_context(|| format!("--history {n:?}"))?);
             }
             "--only" => match args.next().map(String::as_str) {
-                Some(part @ ("claim" | "peer" | "life" | "soak" | "cold")) => only = Some(part),
+                Some(part @ ("claim" | "peer" | "life" | "soak" | "cold" | "retention")) => {
+                    only = Some(part)
+                }
                 Some(other) => {
                     anyhow::bail!(
-                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak` and `cold`)"
+                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold` and `retention`)"
                     )
                 }
                 None => anyhow::bail!(
-                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load) or `cold` (cold starts)"
+                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts) or `retention` (a day dropped, idle and under load)"
                 ),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold]   (needs DATABASE_URL; `make bench` sets it)"
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention]   (needs DATABASE_URL; `make bench` sets it)"
                 );
                 return Ok(());
             }
@@ -228,7 +230,7 @@ fn main() -> Result<()> {
     }
 }
 
-/// `--only life`, `soak` or `cold`: that part alone, its section, its targets, and a `BENCH`
+/// `--only life`, `soak`, `cold` or `retention`: that part alone, its section, its targets, and a `BENCH`
 /// line with that part only.
 async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
     let results = measure::part_only(part, &plan, url).await?;
@@ -250,6 +252,10 @@ async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
             line["db_cost"] = serde_json::to_value(&results.db_cost)?;
         }
         "soak" => line["soak"] = serde_json::to_value(&results.soak)?,
+        "retention" => {
+            line["retention"] = serde_json::to_value(&results.retention)?;
+            line["retention_under_load"] = serde_json::to_value(&results.retention_under_load)?;
+        }
         _ => line["cold_start"] = serde_json::to_value(&results.cold_start)?,
     }
     say!("BENCH {line}");

@@ -37,6 +37,7 @@ pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
     r.accept_to_provider = latency::measure(&bench, plan).await?;
     r.claim_latency = claim::measure(&bench, plan).await?;
     r.retention = retention::measure(&bench, plan).await?;
+    r.retention_under_load = retention::under_load(&bench, plan).await?;
     r.whole_life = life::measure(&bench, plan).await?;
     r.db_cost = crate::results::DbCost::of(&r.whole_life);
     r.wal = crate::results::Wal::of(&r.whole_life);
@@ -76,13 +77,18 @@ pub async fn peer_only(plan: &Plan, url: &str) -> Result<Results> {
     Ok(r)
 }
 
-/// `--only life`, `soak` or `cold`: that part alone (the peer installed first for the first
+/// `--only life`, `soak`, `cold` or `retention`: that part alone (the peer installed first for the first
 /// two, as part 5 does in a full run).
 pub async fn part_only(part: &str, plan: &Plan, url: &str) -> Result<Results> {
     let (bench, mut r, started) = begin(plan, url).await?;
     let measured = async {
         if part == "cold" {
             r.cold_start = cold_start::measure(&bench, plan.cold_runs).await?;
+            return anyhow::Ok(());
+        }
+        if part == "retention" {
+            r.retention = retention::measure(&bench, plan).await?;
+            r.retention_under_load = retention::under_load(&bench, plan).await?;
             return anyhow::Ok(());
         }
         if plan.peer {

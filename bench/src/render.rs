@@ -83,13 +83,14 @@ pub fn peer_only(r: &Results, targets: &[Target]) {
     footer(r, targets);
 }
 
-/// `--only life`, `soak` or `cold`: that part's section.
+/// `--only life`, `soak`, `cold` or `retention`: that part's section.
 pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
     header(r);
     say!("");
     match part {
         "life" => whole_life(r),
         "soak" => soak(r),
+        "retention" => retention(r),
         _ => r.cold_start.render(),
     }
     say!("");
@@ -556,6 +557,28 @@ fn retention(r: &Results) {
         mib(t.keys_bytes),
         t.vacuum_secs,
         mib(t.vacuum_wal_bytes)
+    );
+    let u = &r.retention_under_load;
+    say!(
+        "   under load: the same day with {} retry attempt rows and {} provider events, dropped by the sweeper's whole pass (sweeper::run_once) while ingest sends {} requests/s and a polling worker delivers them",
+        fmt_n(u.attempt_rows as f64),
+        fmt_n(u.feedback_rows as f64),
+        u.rate_per_sec
+    );
+    say!(
+        "   the pass: {:.3} s, {} day(s) dropped, {} provider events deleted; every one of the {} requests delivered",
+        u.sweep_secs,
+        u.days_dropped,
+        fmt_n(u.feedback_pruned as f64),
+        u.ingested
+    );
+    let l =
+        |x: &crate::stats::Latency| format!("p50 {} p99 {} ({})", ms(x.p50_ms), ms(x.p99_ms), x.n);
+    say!(
+        "   ingest latency: before the pass {}, during it {}, after it {}",
+        l(&u.ingest_before),
+        l(&u.ingest_during),
+        l(&u.ingest_after)
     );
 }
 

@@ -154,6 +154,8 @@ pub struct Results {
     pub claim_latency: ClaimLatency,
     /// 10
     pub retention: crate::retention::Retention,
+    /// 10, continued: the sweeper's pass while ingest and a worker run
+    pub retention_under_load: crate::retention::UnderLoad,
     /// 7
     pub cpu: Cpu,
     /// The load average after the run (1, 5 and 15 minutes).

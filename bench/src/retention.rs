@@ -19,18 +19,21 @@
 //! beside it (in production, RETENTION_DAYS of them) its passes over the two indexes read
 //! theirs too.
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use notify_core::store::{DropHistoryDays, JobStore};
+use notify_core::store::{At, DropHistoryDays, JobStore};
 use notify_core::sweeper::SweeperConfig;
 use serde::Serialize;
 
 use crate::Plan;
 use crate::claim::{Finished, fill_finished};
 use crate::db::Bench;
-use crate::stats::rounded;
-use crate::worked::open_stores;
+use crate::ingest::{Requests, accepted_id, new_ingest};
+use crate::stats::{Latency, Samples, rounded};
+use crate::worked::{RecordingDeliverer, open_stores, run_workers, worker_config};
 
 /// The history's tables partitioned by day (`history_add_days` names a day's partitions
 /// `<table>_YYYYMMDD`).
@@ -225,4 +228,200 @@ async fn count(bench: &Bench, sql: &str) -> Result<i64> {
         .await
         .with_context(|| sql.to_owned())?
         .get(0))
+}
+
+/// 10, continued: the same drop as the sweeper really makes it, while ingest and a worker run.
+///
+/// The day holds what a day of real traffic leaves: `plan.retention_jobs` finished jobs with
+/// their requests, outcome rows and idempotency keys (as above), the earlier attempts of the
+/// dead ones (1 in 10 jobs, 4 attempt rows each: its retries) and a provider's delivery event
+/// for each sent one (`delivery_feedback`, which retention deletes row by row). Autovacuum is at
+/// its defaults. Ingest sends one request at a time at `plan.rate` per second through
+/// `Ingest::handle` (as part 3), a polling worker delivers them (as part 4), and a third of the
+/// way in the sweeper's whole pass runs (`sweeper::run_once`, the function's own code): it
+/// drops the day, its keys, and the day's provider events. Ingest's latency is split by when
+/// each request started: before the pass, during it, after it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UnderLoad {
+    pub jobs: i64,
+    /// The day's earlier attempts and provider events.
+    pub attempt_rows: i64,
+    pub feedback_rows: i64,
+    pub rate_per_sec: u32,
+    /// The sweeper's pass (every step, the drop among them).
+    #[serde(serialize_with = "rounded::<3, _>")]
+    pub sweep_secs: f64,
+    pub days_dropped: u32,
+    pub feedback_pruned: u64,
+    pub ingest_before: Latency,
+    pub ingest_during: Latency,
+    pub ingest_after: Latency,
+    /// Requests ingest answered, every one of them delivered by the worker.
+    pub ingested: usize,
+}
+
+pub async fn under_load(bench: &Bench, plan: &Plan) -> Result<UnderLoad> {
+    let config = SweeperConfig::new(
+        SweeperConfig::DEFAULT_STUCK_AFTER_SECS,
+        SweeperConfig::DEFAULT_WORKER_TIMEOUT_SECS,
+        SweeperConfig::DEFAULT_BATCH_SIZE,
+    )
+    .context("the sweeper's default settings")?;
+    let kept_days = config.history_kept().as_secs().div_ceil(86_400);
+    crate::step!(
+        "retention under load: {} finished jobs of one day with retries and provider events, dropped by the sweeper while ingest sends {} requests/s",
+        plan.retention_jobs,
+        plan.rate
+    );
+    bench.truncate().await?;
+    bench
+        .client
+        .batch_execute("TRUNCATE delivery_feedback")
+        .await
+        .context("truncate delivery_feedback")?;
+    let ago_secs: i64 = bench
+        .client
+        .query_one(
+            "SELECT ceil(extract(epoch FROM now() - (((now() AT TIME ZONE 'UTC')::date - $1::int + 1)::timestamp
+                                                     AT TIME ZONE 'UTC' - interval '1 second')))::bigint",
+            &[&(kept_days as i32 + 1)],
+        )
+        .await
+        .context("the day")?
+        .get(0);
+    let when = Finished {
+        ago_secs,
+        spread_secs: 86_398,
+        keyed: true,
+    };
+    fill_finished(bench, plan.retention_jobs, when).await?;
+    let row = bench
+        .client
+        .query_one(
+            "WITH attempts AS (
+                 INSERT INTO job_attempts (job_id, job_created_at, attempt, provider,
+                                           provider_message_id, error_code, error_message,
+                                           outcome, started_at, finished_at)
+                 SELECT o.job_id, o.created_at, a, 'sns', gen_random_uuid()::text,
+                        'Throttling', 'Rate exceeded', 'retry', o.created_at, o.created_at
+                 FROM job_outcomes AS o, generate_series(1, 4) AS a
+                 WHERE o.status = 'dead' AND a < o.tries
+                 RETURNING 1
+             ),
+             events AS (
+                 INSERT INTO delivery_feedback (provider_message_id, channel, event_key, kind,
+                                                suppresses, occurred_at, received_at, raw,
+                                                job_id, attempt, applied_at)
+                 SELECT o.provider_message_id, 'sms', 'delivery', 'delivery', false,
+                        o.updated_at, o.updated_at,
+                        '{\"notificationType\": \"Delivery\", \"status\": \"SUCCESS\"}'::jsonb,
+                        o.job_id, o.tries, o.updated_at
+                 FROM job_outcomes AS o
+                 WHERE o.status = 'sent'
+                 RETURNING 1
+             )
+             SELECT (SELECT count(*) FROM attempts), (SELECT count(*) FROM events)",
+            &[],
+        )
+        .await
+        .context("the day's retries and provider events")?;
+    let (attempt_rows, feedback_rows): (i64, i64) = (row.get(0), row.get(1));
+    bench.settle().await?;
+
+    let span = plan.poll_span;
+    let ingest = new_ingest(bench).await?;
+    let requests = Requests::new()?;
+    let deliverer = Arc::new(RecordingDeliverer::default());
+    let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, 1)
+        .await?
+        .into_iter()
+        .map(|s| Arc::new(s) as Arc<dyn JobStore>)
+        .collect();
+    // the worker invoked again and again until ingest stops, then once more for what is
+    // left: each invocation has 30 s and polls an empty queue for its first 5 (the rest is
+    // the margin a batch needs before the deadline)
+    let mut cfg = worker_config(100);
+    cfg.poll = Duration::from_secs(25);
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (deliverer, stop) = (deliverer.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let last = stop.load(Ordering::SeqCst);
+                let deadline = Instant::now() + Duration::from_secs(30);
+                run_workers(stores.clone(), &cfg, deliverer.clone(), deadline).await?;
+                if last {
+                    return anyhow::Ok(());
+                }
+            }
+        })
+    };
+    let sweeper_store = open_stores(bench, 1).await?.pop().context("a store")?;
+    let start = tokio::time::Instant::now();
+    let sweep = tokio::spawn(async move {
+        tokio::time::sleep(span / 3).await;
+        let began = Instant::now();
+        let summary = notify_core::sweeper::run_once(&sweeper_store, &config, At::SERVER).await;
+        (began, Instant::now(), summary)
+    });
+    let gap = Duration::from_secs_f64(1.0 / f64::from(plan.rate.max(1)));
+    let mut sent: Vec<(Instant, f64)> = Vec::new();
+    let mut accepted = Vec::new();
+    let mut n = 0u32;
+    // for the span at least, and a third of it past the sweeper's pass
+    let mut until = start + span;
+    while tokio::time::Instant::now() < until || !sweep.is_finished() {
+        if sweep.is_finished() && until == start + span {
+            until = until.max(tokio::time::Instant::now() + span / 3);
+        }
+        tokio::time::sleep_until(start + gap * n).await;
+        let req = requests.send(u64::from(n))?;
+        let t0 = Instant::now();
+        let resp = ingest.handle(req).await;
+        sent.push((t0, t0.elapsed().as_secs_f64() * 1000.0));
+        accepted.push(accepted_id(resp.status(), resp.body())?);
+        n += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (began, ended, summary) = sweep.await.context("the sweeper task")?;
+    let summary = summary.map_err(|e| anyhow::anyhow!("the sweeper's pass failed: {e:?}"))?;
+    worker.await.context("worker task")??;
+    let called = deliverer.calls.lock().unwrap_or_else(|e| e.into_inner());
+    let missing = accepted
+        .iter()
+        .filter(|id| !called.contains_key(id))
+        .count();
+    ensure!(
+        missing == 0,
+        "{missing} of {} requests accepted during the drop never reached the provider",
+        accepted.len()
+    );
+    ensure!(
+        summary.history.dropped >= 1 && summary.feedback_pruned as i64 >= feedback_rows,
+        "the sweeper dropped {:?} and pruned {} provider events, not the filled day's {feedback_rows}",
+        summary.history,
+        summary.feedback_pruned
+    );
+    let window = |keep: &dyn Fn(Instant) -> bool| {
+        Samples::from_ms(
+            sent.iter()
+                .filter(|(t, _)| keep(*t))
+                .map(|(_, ms)| *ms)
+                .collect(),
+        )
+        .latency()
+    };
+    Ok(UnderLoad {
+        jobs: plan.retention_jobs,
+        attempt_rows,
+        feedback_rows,
+        rate_per_sec: plan.rate,
+        sweep_secs: ended.duration_since(began).as_secs_f64(),
+        days_dropped: summary.history.dropped,
+        feedback_pruned: summary.feedback_pruned,
+        ingest_before: window(&|t| t < began),
+        ingest_during: window(&|t| t >= began && t <= ended),
+        ingest_after: window(&|t| t > ended),
+        ingested: accepted.len(),
+    })
 }

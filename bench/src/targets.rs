@@ -99,7 +99,7 @@ pub fn targets(r: &Results) -> Vec<Target> {
     .collect()
 }
 
-/// Whether a target belongs to `--only life`, `soak` or `cold`.
+/// Whether a target belongs to `--only life`, `soak`, `cold` or `retention`.
 pub fn of_part(part: &str, t: &Target) -> bool {
     match part {
         "life" => t.name.starts_with("WAL over a job's whole life"),
