@@ -381,8 +381,12 @@ impl ColdStart {
                     .iter()
                     .find(|i| i.function == function && i.setting == setting)
             };
-            let cells = [Setting::MigrationsOn, Setting::MigrationsOff, Setting::AsDeployed]
-                .map(cell);
+            let cells = [
+                Setting::MigrationsOn,
+                Setting::MigrationsOff,
+                Setting::AsDeployed,
+            ]
+            .map(cell);
             let spread = |i: Option<&Init>| {
                 i.map_or("-".into(), |i| {
                     format!("{} / {}", ms(i.init.median_ms), ms(i.init.max_ms))
@@ -706,7 +710,11 @@ async fn request_line(
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     // the request line, and with a secret to give, the headers too
-    let until: &[u8] = if secret.is_some() { b"\r\n\r\n" } else { b"\r\n" };
+    let until: &[u8] = if secret.is_some() {
+        b"\r\n\r\n"
+    } else {
+        b"\r\n"
+    };
     while !buf.windows(until.len()).any(|w| w == until) && buf.len() < 16 * 1024 {
         match stream.read(&mut chunk).await {
             Ok(0) | Err(_) => break,

@@ -551,9 +551,7 @@ async fn theirs_phases(
     let started = Instant::now();
     let inserted = async {
         let session = target.connect().await?;
-        let add = session
-            .prepare(peer::ADD_JOBS)
-            .await?;
+        let add = session.prepare(peer::ADD_JOBS).await?;
         for spec in &specs {
             session.query_one(&add, &[&spec.to_string()]).await?;
         }

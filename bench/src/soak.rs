@@ -306,9 +306,7 @@ fn sms(n: i64) -> serde_json::Value {
 
 async fn ingest_theirs(db: DbConfig, rate: u32, stop: Arc<AtomicBool>) -> Result<i64> {
     let client = db.connect().await.context("their ingest's connection")?;
-    let add = client
-        .prepare(peer::ADD_JOBS)
-        .await?;
+    let add = client.prepare(peer::ADD_JOBS).await?;
     let per_tick = (rate / 10).max(1) as i64;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
