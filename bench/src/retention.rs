@@ -368,11 +368,17 @@ pub async fn under_load(bench: &Bench, plan: &Plan) -> Result<UnderLoad> {
     let mut sent: Vec<(Instant, f64)> = Vec::new();
     let mut accepted = Vec::new();
     let mut n = 0u32;
-    // for the span at least, and a third of it past the sweeper's pass
+    // for the span at least, and a third of it past the end of the sweeper's pass
     let mut until = start + span;
-    while tokio::time::Instant::now() < until || !sweep.is_finished() {
-        if sweep.is_finished() && until == start + span {
-            until = until.max(tokio::time::Instant::now() + span / 3);
+    let mut after_set = false;
+    loop {
+        let now = tokio::time::Instant::now();
+        if !after_set && sweep.is_finished() {
+            until = until.max(now + span / 3);
+            after_set = true;
+        }
+        if after_set && now >= until {
+            break;
         }
         tokio::time::sleep_until(start + gap * n).await;
         let req = requests.send(u64::from(n))?;
