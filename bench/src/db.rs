@@ -193,20 +193,7 @@ impl Bench {
     /// one: a partitioned parent takes no storage parameter). Off, [`Bench::settle`] is what
     /// vacuums them. The setting goes with the database.
     pub async fn autovacuum(&self, on: bool) -> Result<()> {
-        self.client
-            .batch_execute(&format!(
-                "DO $$
-                 DECLARE t regclass;
-                 BEGIN
-                     FOR t IN SELECT c.oid::regclass FROM pg_class c
-                              JOIN pg_namespace n ON n.oid = c.relnamespace
-                              WHERE c.relkind = 'r' AND n.nspname = 'public'
-                     LOOP
-                         EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = {on}, \
-                                         toast.autovacuum_enabled = {on})', t);
-                     END LOOP;
-                 END $$"
-            ))
+        set_autovacuum(&self.client, "public", on)
             .await
             .with_context(|| format!("autovacuum {on} in {}", self.db))
     }
@@ -301,6 +288,34 @@ async fn drop_database(client: &Client, db: &str) {
     let _ = client
         .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
         .await;
+}
+
+/// Autovacuum on or off for every ordinary table of `schema`, in `client`'s database (the
+/// setting goes with the tables).
+pub async fn set_autovacuum(client: &Client, schema: &str, on: bool) -> Result<()> {
+    client
+        .batch_execute(&format!(
+            "DO $$
+                 DECLARE t regclass;
+                 BEGIN
+                     FOR t IN SELECT c.oid::regclass FROM pg_class c
+                              JOIN pg_namespace n ON n.oid = c.relnamespace
+                              WHERE c.relkind = 'r' AND n.nspname = {schema}
+                     LOOP
+                         EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = {on}, \
+                                         toast.autovacuum_enabled = {on})', t);
+                     END LOOP;
+                 END $$",
+            schema = quote_literal(schema)
+        ))
+        .await
+        .with_context(|| format!("autovacuum {on} on the tables of {schema}"))?;
+    Ok(())
+}
+
+/// A SQL string literal.
+fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
 }
 
 pub fn url_with_db(url: &str, db: &str) -> Result<String> {

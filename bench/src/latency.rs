@@ -23,7 +23,7 @@ use crate::Plan;
 use crate::db::Bench;
 use crate::ingest::{Requests, accepted_id, new_ingest};
 use crate::stats::{Latency, Samples, rounded};
-use crate::worked::{RecordingDeliverer, open_stores, run_workers, worker_config};
+use crate::worked::{RecordingDeliverer, open_stores, run_workers, worker_config, worker_stores};
 
 pub const SCHEDULE: Duration = Duration::from_secs(60);
 
@@ -97,11 +97,7 @@ fn latencies(
 async fn polling_on(bench: &Bench, rate: u32, span: Duration) -> Result<Samples> {
     bench.truncate().await?;
     let deliverer = Arc::new(RecordingDeliverer::default());
-    let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, 1)
-        .await?
-        .into_iter()
-        .map(|s| Arc::new(s) as Arc<dyn JobStore>)
-        .collect();
+    let stores = worker_stores(bench, 1).await?;
     // WORKER_POLL_SECS = 20 with 20 s (+ the span, + 2 s to drain) left: the worker polls
     // through the whole span, as an invocation whose timeout outlasts the schedule would
     let mut cfg = worker_config(100);

@@ -44,7 +44,7 @@ use tokio_postgres::Client;
 use uuid::Uuid;
 
 use crate::Plan;
-use crate::db::{Bench, DB, ORG, PEER_DB};
+use crate::db::{Bench, DB, ORG, PEER_DB, set_autovacuum};
 use crate::peer::{self, OURS_DEFAULT, SETTINGS, THEIRS_DEFAULT_PROCESSES, Task};
 use crate::probe::{Deltas, Probe};
 use crate::stats::{rounded, rounded_opt};
@@ -154,6 +154,26 @@ impl WholeLife {
             theirs,
         }
     }
+}
+
+/// A phase whose statements are tracked: `run` between the probe's two marks (sessions it
+/// opens are tracked, `helper`'s counters flushed first), timed; its result after the
+/// probe's reading, so a failed run still switches tracking off.
+async fn tracked<T>(
+    name: &'static str,
+    jobs: i64,
+    probe: &Probe,
+    helper: &Client,
+    run: impl std::future::Future<Output = Result<T>>,
+) -> Result<(Phase, T)> {
+    let mark = probe.begin(helper).await?;
+    let started = Instant::now();
+    let out = run.await;
+    let secs = started.elapsed().as_secs_f64();
+    let deltas = probe.end(mark).await?;
+    let out = out.with_context(|| format!("the {name} phase"))?;
+    let ms = statements_ms(&deltas);
+    Ok((phase(name, jobs, secs, deltas.wal_bytes, ms), out))
 }
 
 /// A phase of `jobs` jobs from a probe's deltas (its statements' time) or from its elapsed
@@ -358,42 +378,33 @@ async fn ours_life(bench: &Bench, requests: &[(Value, String)]) -> Result<LifeSi
     let mut phases = Vec::new();
 
     // 1. ingest, from a session opened after the probe's mark (tracked)
-    let mark = probe.begin(&bench.client).await?;
-    let started = Instant::now();
-    let inserted = async {
+    let (ingested, ()) = tracked("ingest", jobs, &probe, &bench.client, async {
         let store = PgStore::connect(bench.config.clone()).await?;
         for chunk in new_jobs.chunks(INGEST_BATCH) {
             store.insert_many(chunk).await?;
         }
         anyhow::Ok(())
-    }
-    .await;
-    let secs = started.elapsed().as_secs_f64();
-    let deltas = probe.end(mark).await?;
-    inserted.context("ingest")?;
-    phases.push(phase(
-        "ingest",
-        jobs,
-        secs,
-        deltas.wal_bytes,
-        statements_ms(&deltas),
-    ));
+    })
+    .await?;
+    phases.push(ingested);
 
     // 2. work, at the defaults
     let (workers, batch) = OURS_DEFAULT;
-    let mark = probe.begin(&bench.client).await?;
-    let started = Instant::now();
-    let drained = worked::drain(bench, workers, batch).await;
-    let secs = started.elapsed().as_secs_f64();
-    let deltas = probe.end(mark).await?;
-    drained?.checked(bench, jobs).await?;
-    phases.push(phase(
-        "work",
-        jobs,
-        secs,
-        deltas.wal_bytes,
-        statements_ms(&deltas),
-    ));
+    let (worked, _) = tracked("work", jobs, &probe, &bench.client, async {
+        worked::drain(bench, workers, batch).await
+    })
+    .await?;
+    // every job sent with its attempt recorded (its rate is not this part's: a quick run
+    // may drain too fast for the database's clock)
+    let counts = bench.counts().await?;
+    ensure!(
+        counts.sent == jobs && counts.deliveries == jobs && counts.open == 0,
+        "whole life: {jobs} jobs, but {} sent, {} attempts recorded, {} still open",
+        counts.sent,
+        counts.deliveries,
+        counts.open
+    );
+    phases.push(worked);
 
     // 3. what autovacuum would owe
     phases.push(
@@ -484,31 +495,11 @@ async fn wal(client: &Client) -> Result<i64> {
         .get(0))
 }
 
-/// graphile-worker's tables with autovacuum on or off.
-async fn peer_autovacuum(client: &Client, on: bool) -> Result<()> {
-    client
-        .batch_execute(&format!(
-            "DO $$
-             DECLARE t regclass;
-             BEGIN
-                 FOR t IN SELECT c.oid::regclass FROM pg_class c
-                          JOIN pg_namespace n ON n.oid = c.relnamespace
-                          WHERE c.relkind = 'r' AND n.nspname = 'graphile_worker'
-                 LOOP
-                     EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = {on}, \
-                                     toast.autovacuum_enabled = {on})', t);
-                 END LOOP;
-             END $$"
-        ))
-        .await
-        .with_context(|| format!("graphile-worker's autovacuum {on}"))
-}
-
 async fn theirs_life(bench: &Bench, requests: &[(Value, String)]) -> Result<LifeSide> {
     let client = peer::setup(bench).await?;
-    peer_autovacuum(&client, false).await?;
+    set_autovacuum(&client, "graphile_worker", false).await?;
     let measured = theirs_phases(bench, &client, requests).await;
-    let restored = peer_autovacuum(&client, true).await;
+    let restored = set_autovacuum(&client, "graphile_worker", true).await;
     let phases = measured?;
     restored?;
     Ok(LifeSide::of(
@@ -547,43 +538,27 @@ async fn theirs_phases(
             )
         })
         .collect();
-    let mark = probe.begin(client).await?;
-    let started = Instant::now();
-    let inserted = async {
+    let (ingested, ()) = tracked("add_jobs", jobs, &probe, client, async {
         let session = target.connect().await?;
         let add = session.prepare(peer::ADD_JOBS).await?;
         for spec in &specs {
             session.query_one(&add, &[&spec.to_string()]).await?;
         }
         anyhow::Ok(())
-    }
-    .await;
-    let secs = started.elapsed().as_secs_f64();
-    let deltas = probe.end(mark).await?;
-    inserted.context("add_jobs")?;
-    phases.push(phase(
-        "ingest",
-        jobs,
-        secs,
-        deltas.wal_bytes,
-        statements_ms(&deltas),
-    ));
+    })
+    .await?;
+    phases.push(Phase {
+        name: "ingest",
+        ..ingested
+    });
 
     // 2. work, at its performance test's settings
-    let mark = probe.begin(client).await?;
-    let started = Instant::now();
-    let worked = peer::work(bench, THEIRS_DEFAULT_PROCESSES, SETTINGS, Task::Noop, jobs).await;
-    let secs = started.elapsed().as_secs_f64();
-    let deltas = probe.end(mark).await?;
-    worked?;
+    let (worked, _) = tracked("work", jobs, &probe, client, async {
+        peer::run_processes(bench, THEIRS_DEFAULT_PROCESSES, SETTINGS, Task::Noop).await
+    })
+    .await?;
     peer::check(client, jobs).await?;
-    phases.push(phase(
-        "work",
-        jobs,
-        secs,
-        deltas.wal_bytes,
-        statements_ms(&deltas),
-    ));
+    phases.push(worked);
 
     // 3. what autovacuum would owe (4: nothing of a finished job is kept)
     phases.push(

@@ -558,15 +558,26 @@ pub async fn work(
 ) -> Result<Timed> {
     let target = notify_postgres::db::DbConfig::new(&bench.peer_url, None)?;
     let clock = Sampler::start(&target, clock::THEIRS_OPEN).await?;
+    let ran = run_processes(bench, processes, settings, task).await;
+    let samples = clock.finish().await?;
+    ran?;
+    clock::window_rate(&samples, total)
+}
+
+/// The same, untimed: for a run measured by what it writes, not by its rate.
+pub async fn run_processes(
+    bench: &Bench,
+    processes: usize,
+    settings: Settings,
+    task: Task,
+) -> Result<()> {
     let runs: Vec<_> = (0..processes)
         .map(|_| node(bench, "work", settings, task))
         .collect();
-    let outputs = futures::future::try_join_all(runs).await;
-    let samples = clock.finish().await?;
-    for out in &outputs? {
+    for out in futures::future::try_join_all(runs).await? {
         let _: Value = serde_json::from_str(out.trim()).context("the peer's timing line")?;
     }
-    clock::window_rate(&samples, total)
+    Ok(())
 }
 
 /// Every one of the `jobs` jobs worked (graphile-worker deletes a job it completes).

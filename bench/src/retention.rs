@@ -33,7 +33,7 @@ use crate::claim::{Finished, fill_finished};
 use crate::db::Bench;
 use crate::ingest::{Requests, accepted_id, new_ingest};
 use crate::stats::{Latency, Samples, rounded};
-use crate::worked::{RecordingDeliverer, open_stores, run_workers, worker_config};
+use crate::worked::{RecordingDeliverer, open_stores, run_workers, worker_config, worker_stores};
 
 /// The history's tables partitioned by day (`history_add_days` names a day's partitions
 /// `<table>_YYYYMMDD`).
@@ -332,11 +332,7 @@ pub async fn under_load(bench: &Bench, plan: &Plan) -> Result<UnderLoad> {
     let ingest = new_ingest(bench).await?;
     let requests = Requests::new()?;
     let deliverer = Arc::new(RecordingDeliverer::default());
-    let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, 1)
-        .await?
-        .into_iter()
-        .map(|s| Arc::new(s) as Arc<dyn JobStore>)
-        .collect();
+    let stores = worker_stores(bench, 1).await?;
     // the worker invoked again and again until ingest stops, then once more for what is
     // left: each invocation has 30 s and polls an empty queue for its first 5 (the rest is
     // the margin a batch needs before the deadline)

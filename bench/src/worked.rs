@@ -224,6 +224,15 @@ pub async fn open_stores(bench: &Bench, n: usize) -> Result<Vec<PgStore>> {
     Ok(stores)
 }
 
+/// [`open_stores`], as the worker's port takes them.
+pub async fn worker_stores(bench: &Bench, n: usize) -> Result<Vec<Arc<dyn JobStore>>> {
+    Ok(open_stores(bench, n)
+        .await?
+        .into_iter()
+        .map(|s| Arc::new(s) as Arc<dyn JobStore>)
+        .collect())
+}
+
 /// Runs one worker per store at once, each until nothing is due (or `deadline`).
 pub async fn run_workers(
     stores: Vec<Arc<dyn JobStore>>,
@@ -294,11 +303,7 @@ async fn drain_with(
     deliverer: Arc<dyn Deliverer>,
 ) -> Result<Drained> {
     let cfg = worker_config(batch);
-    let stores: Vec<Arc<dyn JobStore>> = open_stores(bench, workers)
-        .await?
-        .into_iter()
-        .map(|s| Arc::new(s) as Arc<dyn JobStore>)
-        .collect();
+    let stores = worker_stores(bench, workers).await?;
     let total = bench.counts().await?.open;
     let clock = Sampler::start(&bench.config, clock::OURS_OPEN).await?;
     let cpu0 = process_cpu();
