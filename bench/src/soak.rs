@@ -188,7 +188,10 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<Soak> {
         plan.soak_rate,
         stop_ingest.clone(),
     ));
-    let ours_work = tokio::spawn(work_ours(bench.config.clone(), start, stop_ingest.clone()));
+    // set once our ingest has returned, its last statement committed: only then may an empty
+    // claim end our worker (the stop flag alone can leave one tick in flight)
+    let ingest_done = Arc::new(AtomicBool::new(false));
+    let ours_work = tokio::spawn(work_ours(bench.config.clone(), start, ingest_done.clone()));
     let tables = tokio::spawn(watch_tables(
         bench.config.clone(),
         peer_db.clone(),
@@ -212,7 +215,9 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<Soak> {
     crate::step!("soak: REPEATABLE READ closed");
     tokio::time::sleep_until((start + run_for).into()).await;
     stop_ingest.store(true, Ordering::SeqCst);
-    let ours_jobs = ours_ingest.await.context("our ingest")??;
+    let ours_jobs = ours_ingest.await.context("our ingest");
+    ingest_done.store(true, Ordering::SeqCst);
+    let ours_jobs = ours_jobs??;
     let theirs_jobs = theirs_ingest.await.context("their ingest")??;
     let ours_claims = ours_work.await.context("our worker")??;
     let out = node.await.context("the peer")?.context("run node")?;
@@ -325,15 +330,17 @@ async fn ingest_theirs(db: DbConfig, rate: u32, stop: Arc<AtomicBool>) -> Result
     Ok(n)
 }
 
-/// Claims and completes until ingest has stopped and nothing is due.
+/// Claims and completes until ingest is done (its last insert committed) and nothing is due.
 async fn work_ours(
     db: DbConfig,
     start: Instant,
-    ingest_stopped: Arc<AtomicBool>,
+    ingest_done: Arc<AtomicBool>,
 ) -> Result<Vec<ClaimSample>> {
     let store = PgStore::connect(db).await.context("our worker's store")?;
     let mut samples = Vec::new();
     loop {
+        // read before the claim: a claim that starts after ingest is done sees every job
+        let last = ingest_done.load(Ordering::SeqCst);
         let t0 = Instant::now();
         let claimed = store
             .claim(Claim {
@@ -347,7 +354,7 @@ async fn work_ours(
             rows: claimed.len() as u64,
         });
         if claimed.is_empty() {
-            if ingest_stopped.load(Ordering::SeqCst) {
+            if last {
                 return Ok(samples);
             }
             tokio::time::sleep(POLL).await;
