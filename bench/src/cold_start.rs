@@ -78,6 +78,8 @@ pub struct Deployed {
     ca_file: PathBuf,
     port: u16,
     dbname: String,
+    user: String,
+    password: Option<String>,
     /// The secret's `SecretString`, the RDS shape.
     secret: String,
 }
@@ -104,16 +106,19 @@ impl Deployed {
         let user = config.get_user().unwrap_or("postgres").to_owned();
         let password = config
             .get_password()
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .unwrap_or_else(|| "unused-with-trust".into());
+            .map(|p| String::from_utf8_lossy(p).into_owned());
         let (_, port) = bench.config.host_port();
+        let secret = serde_json::json!({"username": user,
+                                        "password": password.as_deref().unwrap_or("unused-with-trust"),
+                                        "engine": "postgres"})
+        .to_string();
         Ok(Self {
             ca_file,
             port,
             dbname: bench.db.clone(),
-            secret: serde_json::json!({"username": user, "password": password,
-                                       "engine": "postgres"})
-            .to_string(),
+            user,
+            password,
+            secret,
         })
     }
 
@@ -203,7 +208,7 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
     let dir = bin_dir()?;
     let fresh_url = url_with_db(&bench.url, FRESH_DB)?;
     let deployed = Deployed::from_env(bench).await;
-    let tls_url = tls_url(bench, deployed.as_ref().ok());
+    let tls_url = tls_url(deployed.as_ref().ok());
     let mut handshake = Samples::new();
     let mut tls_handshake = Samples::new();
     let mut cells: Vec<(Init, Samples)> = Vec::new();
@@ -278,21 +283,13 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
 
 /// The benchmark's database over TLS to `localhost` (the certificate's name), checked
 /// against the CA file.
-fn tls_url(bench: &Bench, deployed: Option<&Deployed>) -> Option<DbConfig> {
+fn tls_url(deployed: Option<&Deployed>) -> Option<DbConfig> {
     let d = deployed?;
-    let (user, password) = {
-        let c: tokio_postgres::Config = bench.url.parse().ok()?;
-        (
-            c.get_user().unwrap_or("postgres").to_owned(),
-            c.get_password()
-                .map(|p| String::from_utf8_lossy(p).into_owned()),
-        )
-    };
     let mut url = format!(
-        "host=localhost port={} dbname={} user={user} sslmode=require",
-        d.port, d.dbname
+        "host=localhost port={} dbname={} user={} sslmode=require",
+        d.port, d.dbname, d.user
     );
-    if let Some(p) = password {
+    if let Some(p) = &d.password {
         url.push_str(&format!(" password={p}"));
     }
     DbConfig::new(&url, Some(&d.ca_file)).ok()

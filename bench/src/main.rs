@@ -239,27 +239,44 @@ async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
         .filter(|t| targets::of_part(part, t))
         .collect();
     render::part_only(part, &results, &targets);
+    let parts = match part {
+        "life" => vec![
+            ("whole_life", serde_json::to_value(&results.whole_life)?),
+            ("wal", serde_json::to_value(&results.wal)?),
+            ("db_cost", serde_json::to_value(&results.db_cost)?),
+        ],
+        "soak" => vec![("soak", serde_json::to_value(&results.soak)?)],
+        "retention" => vec![
+            ("retention", serde_json::to_value(&results.retention)?),
+            (
+                "retention_under_load",
+                serde_json::to_value(&results.retention_under_load)?,
+            ),
+        ],
+        _ => vec![("cold_start", serde_json::to_value(&results.cold_start)?)],
+    };
+    let line = part_line(&results, &targets, parts);
+    say!("BENCH {line}");
+    Ok(())
+}
+
+/// The `BENCH` line of a part run alone: the run's mode, date and machine, the part's
+/// figures under their keys in the full line, and its targets.
+fn part_line(
+    results: &results::Results,
+    targets: &[targets::Target],
+    parts: Vec<(&str, serde_json::Value)>,
+) -> serde_json::Value {
     let mut line = serde_json::json!({
         "mode": results.mode,
         "date": results.date,
         "machine": results.machine,
         "targets": targets,
     });
-    match part {
-        "life" => {
-            line["whole_life"] = serde_json::to_value(&results.whole_life)?;
-            line["wal"] = serde_json::to_value(&results.wal)?;
-            line["db_cost"] = serde_json::to_value(&results.db_cost)?;
-        }
-        "soak" => line["soak"] = serde_json::to_value(&results.soak)?,
-        "retention" => {
-            line["retention"] = serde_json::to_value(&results.retention)?;
-            line["retention_under_load"] = serde_json::to_value(&results.retention_under_load)?;
-        }
-        _ => line["cold_start"] = serde_json::to_value(&results.cold_start)?,
+    for (key, value) in parts {
+        line[key] = value;
     }
-    say!("BENCH {line}");
-    Ok(())
+    line
 }
 
 /// `--only claim`: part 2 alone (to look into its figures without the hour of a full run),
@@ -268,16 +285,11 @@ async fn run_claim(plan: Plan, url: &str) -> Result<()> {
     let results = measure::claim_only(&plan, url).await?;
     let targets = targets::claim(&results);
     render::claim_only(&results, &targets);
-    say!(
-        "BENCH {}",
-        serde_json::json!({
-            "mode": results.mode,
-            "date": results.date,
-            "machine": results.machine,
-            "claim_latency": results.claim_latency,
-            "targets": targets,
-        })
-    );
+    let parts = vec![(
+        "claim_latency",
+        serde_json::to_value(&results.claim_latency)?,
+    )];
+    say!("BENCH {}", part_line(&results, &targets, parts));
     Ok(())
 }
 
@@ -287,18 +299,15 @@ async fn run_peer(plan: Plan, url: &str) -> Result<()> {
     let results = measure::peer_only(&plan, url).await?;
     let targets = targets::peer(&results);
     render::peer_only(&results, &targets);
-    say!(
-        "BENCH {}",
-        serde_json::json!({
-            "mode": results.mode,
-            "date": results.date,
-            "machine": results.machine,
-            "worked": results.worked,
-            "peer": results.peer,
-            "provider_shaped": results.provider_shaped,
-            "targets": targets,
-        })
-    );
+    let parts = vec![
+        ("worked", serde_json::to_value(&results.worked)?),
+        ("peer", serde_json::to_value(&results.peer)?),
+        (
+            "provider_shaped",
+            serde_json::to_value(&results.provider_shaped)?,
+        ),
+    ];
+    say!("BENCH {}", part_line(&results, &targets, parts));
     Ok(())
 }
 
