@@ -138,6 +138,10 @@ pub struct Verdict {
     pub claims: u64,
     /// Claims made while an earlier claim of the same job was still held, described.
     pub twice: Vec<String>,
+    /// Claims ended by a worker that did not hold them, described: another worker's
+    /// completion changed the job under a claim token that was not its own (the completion's
+    /// fence is what prevents it; a sweeper ending a claim is its job).
+    pub ended_by_another: Vec<String>,
     /// Claims that committed after their process was killed (the server ran a statement the
     /// process sent just before): held by no one.
     pub after_kill: u64,
@@ -191,6 +195,20 @@ pub fn judge(claims: &[Claim], spans: &[Span], now: DateTime<Utc>) -> Verdict {
         ..Verdict::default()
     };
     for claim in claims {
+        if let Some((at, by)) = &claim.ended
+            && by != &claim.holder
+            && by.starts_with("worker-")
+        {
+            verdict.ended_by_another.push(format!(
+                "job {} attempt {} claimed by {} at {}, ended by {} at {}",
+                claim.job_id,
+                claim.attempt,
+                claim.holder,
+                claim.at.format("%T%.3f"),
+                by,
+                at.format("%T%.3f")
+            ));
+        }
         let spans = by_process
             .get(claim.holder.as_str())
             .map_or(&[][..], Vec::as_slice);

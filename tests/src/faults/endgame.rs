@@ -171,6 +171,10 @@ pub async fn check_every_job_sent(client: &Client, row: &mut Row, accepted: &[Uu
 pub const CLAIMED_TWICE: &str =
     "claims made while an earlier holder's invocation still held the job";
 
+/// The fence check's words: a worker whose completions ignore the claim token must fail it.
+pub const ENDED_BY_ANOTHER: &str =
+    "claims ended by a worker that did not hold them (a completion past its fence)";
+
 /// Invariant 1 from the claim log and the invocations (see [`claims`]).
 pub async fn check_claims(client: &Client, ledger: &Ledger, row: &mut Row) -> Verdict {
     let verdict = claims::judge(&claims::load(client).await, &ledger.spans(), Utc::now());
@@ -204,13 +208,27 @@ pub async fn check_claims(client: &Client, ledger: &Ledger, row: &mut Row) -> Ve
         ),
     );
     row.check(
+        verdict.ended_by_another.is_empty(),
+        format!(
+            "{ENDED_BY_ANOTHER}: {} of {}",
+            verdict.ended_by_another.len(),
+            verdict.claims
+        ),
+    );
+    row.check(
         verdict.unattributed.is_empty(),
         format!(
             "claims made outside any invocation of a live process: {}",
             verdict.unattributed.len()
         ),
     );
-    for what in verdict.twice.iter().chain(&verdict.unattributed).take(5) {
+    for what in verdict
+        .twice
+        .iter()
+        .chain(&verdict.ended_by_another)
+        .chain(&verdict.unattributed)
+        .take(5)
+    {
         row.note(format!("  {what}"));
     }
     verdict

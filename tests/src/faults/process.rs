@@ -15,6 +15,11 @@ use super::runtime::{Emulator, Ledger, Outcome};
 #[derive(Clone, Debug)]
 pub struct Launcher {
     pub bin_dir: PathBuf,
+    /// Binaries run from elsewhere than `bin_dir`, by name: a mutant's worker while the
+    /// mutant runs (see [`crate::faults::scenarios::Mutant`]).
+    pub overrides: Vec<(String, PathBuf)>,
+    /// Where the mutants' workers are, one folder per patch ([`default_mutant_dir`]).
+    pub mutant_dir: PathBuf,
     pub log_dir: PathBuf,
     pub base_env: Vec<(String, String)>,
     /// Where every emulator records its invocations.
@@ -29,6 +34,14 @@ pub struct Process {
 }
 
 impl Launcher {
+    /// Where `binary` is run from: its override, or `bin_dir`.
+    pub fn path_of(&self, binary: &str) -> PathBuf {
+        self.overrides
+            .iter()
+            .find(|(name, _)| name == binary)
+            .map_or_else(|| self.bin_dir.join(binary), |(_, path)| path.clone())
+    }
+
     /// Starts `binary` polling the runtime API at `runtime_api`, with `env` on top of the
     /// base environment, logging to `{log}.log`.
     pub fn spawn(
@@ -45,7 +58,8 @@ impl Launcher {
             .open(&log_path)
             .unwrap_or_else(|e| panic!("open {}: {e}", log_path.display()));
         let err = out.try_clone().unwrap();
-        let mut cmd = Command::new(self.bin_dir.join(binary));
+        let path = self.path_of(binary);
+        let mut cmd = Command::new(&path);
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("AWS_LAMBDA_RUNTIME_API", runtime_api)
@@ -66,7 +80,7 @@ impl Launcher {
             .kill_on_drop(true);
         let child = cmd
             .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", self.bin_dir.join(binary).display()));
+            .unwrap_or_else(|e| panic!("start {}: {e}", path.display()));
         Process {
             name: log.to_owned(),
             child,
@@ -259,6 +273,14 @@ pub const DEADLINE_GRACE: Duration = Duration::from_millis(250);
 pub fn with_application_name(url: &str, name: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}application_name={name}")
+}
+
+/// Where tests/scripts/faults.sh puts the mutants' workers, one folder per patch:
+/// `target/faults-mutants` beside the workspace, or `FAULTS_MUTANT_DIR`.
+pub fn default_mutant_dir(root: &Path) -> PathBuf {
+    std::env::var_os("FAULTS_MUTANT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/faults-mutants"))
 }
 
 /// `target/debug` beside the workspace, or `FAULTS_BIN_DIR`.

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::api::{self, Answer};
 use super::logs::SECRET_MARKER;
-use super::process::{Function, Launcher, default_bin_dir};
+use super::process::{Function, Launcher, default_bin_dir, default_mutant_dir};
 use super::row::{Row, statuses_text};
 use super::runtime::Ledger;
 use crate::TestDb;
@@ -85,6 +85,8 @@ impl Suite {
         ];
         let launcher = Launcher {
             bin_dir: default_bin_dir(&root()),
+            overrides: Vec::new(),
+            mutant_dir: default_mutant_dir(&root()),
             log_dir,
             base_env: base_env.map(|(k, v)| (k.to_owned(), v)).to_vec(),
             ledger: Ledger::default(),

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::Scenario;
+use super::{Mutant, Scenario};
 use crate::TestDb;
 use crate::faults::api::{SCHEDULED_EVENT, invoke_scheduled};
 use crate::faults::endgame::{drain, settle};
@@ -28,6 +28,19 @@ pub const SCENARIO: Scenario = Scenario {
     title: "worker kill -9 mid-delivery",
     run: |s| Box::pin(run(s)),
 };
+
+/// The same, with workers that record a batch's results only once all of them are in
+/// (tests/mutants/record-at-batch-end.patch): a kill then re-sends every message its batch
+/// had sent so far, more than it had in flight, and the per-kill bound must say so.
+pub const RECORD_AT_BATCH_END: Mutant = Mutant {
+    title: "a worker that records results only at the end of its batch",
+    patch: Some("record-at-batch-end"),
+    run: |s| Box::pin(run(s)),
+    caught_by: RESENT_PER_KILL,
+};
+
+/// The per-kill bound's words.
+const RESENT_PER_KILL: &str = "each kill re-sent at most what it had in flight";
 
 const PROVIDER_DELAY: Duration = Duration::from_millis(80);
 /// Provider calls a worker has in flight at once (`WORKER_CONCURRENCY`).
@@ -202,9 +215,8 @@ async fn check_kills(
     row.check(
         over == 0,
         format!(
-            "each kill re-sent at most what it had in flight (its held jobs, at most \
-             2 × {IN_FLIGHT}): kills over their bound: {over}; the largest share {} of a bound {} \
-             ({})",
+            "{RESENT_PER_KILL} (its held jobs, at most 2 × {IN_FLIGHT}): kills over their \
+             bound: {over}; the largest share {} of a bound {} ({})",
             worst.0, worst.1, worst.2
         ),
     );

@@ -42,14 +42,24 @@ pub const ALL: &[Scenario] = &[
 /// A scenario run against a deliberately broken service (a mutant): the suite's checks must
 /// catch it. It is caught when its row fails the check whose words start with `caught_by`;
 /// a mutant every check passes means the checks could pass the bug it plants.
+///
+/// The bug is a misconfiguration the scenario makes (`patch` None), or a change to the code:
+/// `patch` names a diff under tests/mutants/ (without `.patch`), and the scenario's workers
+/// run the worker tests/scripts/faults.sh built from a copy of the checkout with that diff
+/// applied, `{mutant_dir}/{patch}/worker`.
 pub struct Mutant {
     pub title: &'static str,
+    pub patch: Option<&'static str>,
     pub run: for<'a> fn(&'a mut Suite) -> LocalBoxFuture<'a, Row>,
     pub caught_by: &'static str,
 }
 
 /// Every mutant, run after the scenarios.
-pub const MUTANTS: &[Mutant] = &[sweep::SHORT_WINDOW];
+pub const MUTANTS: &[Mutant] = &[
+    sweep::SHORT_WINDOW,
+    sweep::UNFENCED,
+    kill::RECORD_AT_BATCH_END,
+];
 
 /// Runs one mutant within `limit`: its row, labelled, whose checks say whether it was caught
 /// (see [`Mutant`]).
@@ -57,10 +67,23 @@ pub async fn run_mutant(mutant: &Mutant, suite: &mut Suite, limit: Duration) -> 
     let label = format!("mutant: {}", mutant.title);
     println!("\n== {label} (its checks must fail)");
     let started = Instant::now();
+    let worker = mutant
+        .patch
+        .map(|patch| suite.launcher.mutant_dir.join(patch).join("worker"));
+    if let Some(path) = worker.as_ref().filter(|path| !path.exists()) {
+        println!(
+            "    NOT RUN: {} is missing (tests/scripts/faults.sh builds it)",
+            path.display()
+        );
+        return (Row::default(), false);
+    }
+    if let Some(path) = worker {
+        suite.launcher.overrides.push(("worker".into(), path));
+    }
     // a mutant that overran its limit failed no check: not caught
-    let mut row = tokio::time::timeout(limit, (mutant.run)(suite))
-        .await
-        .unwrap_or_default();
+    let row = tokio::time::timeout(limit, (mutant.run)(suite)).await;
+    suite.launcher.overrides.clear();
+    let mut row = row.unwrap_or_default();
     row.scenario = label;
     let caught = row.failures.iter().any(|f| f.starts_with(mutant.caught_by));
     println!(

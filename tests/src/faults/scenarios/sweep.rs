@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::{Mutant, Scenario};
 use crate::TestDb;
 use crate::faults::api::{invoke_scheduled, summary_count};
-use crate::faults::endgame::{CLAIMED_TWICE, drain, settle};
+use crate::faults::endgame::{CLAIMED_TWICE, ENDED_BY_ANOTHER, drain, settle};
 use crate::faults::process::Function;
 use crate::faults::{Row, Suite, claims, db};
 use crate::stand_in::Recipients;
@@ -27,8 +27,20 @@ pub const SCENARIO: Scenario = Scenario {
 /// 12). It takes jobs live workers still deliver, and the claimed-twice check must say so.
 pub const SHORT_WINDOW: Mutant = Mutant {
     title: "a sweep window shorter than the workers' holds",
+    patch: None,
     run: |s| Box::pin(run(s, SHORTEST_WINDOW.as_secs(), 1)),
     caught_by: CLAIMED_TWICE,
+};
+
+/// The same short window, with workers whose completion ignores the claim token
+/// (tests/mutants/unfenced-completion.patch): a worker whose job was swept and claimed again
+/// completes it anyway, under the new holder's claim. With the fence, such a completion is
+/// recorded as fenced and changes nothing; SHORT_WINDOW's row shows that check passing.
+pub const UNFENCED: Mutant = Mutant {
+    title: "a completion without its claim fence",
+    patch: Some("unfenced-completion"),
+    run: |s| Box::pin(run(s, SHORTEST_WINDOW.as_secs(), 1)),
+    caught_by: ENDED_BY_ANOTHER,
 };
 
 const WORKERS: usize = 3;
