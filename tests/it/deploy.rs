@@ -1,6 +1,6 @@
-//! The deploy path as far as it runs without an AWS account: samconfig.toml's defaults, and
-//! the Makefile's guided-once deploy around them. (`sam validate --lint`, in CI's template
-//! step, reads the same samconfig.toml.)
+//! The deploy path as far as it runs without an AWS account: samconfig.toml's defaults, the
+//! Makefile's guided-once deploy around them, and the release profile the Lambda build uses.
+//! (`sam validate --lint`, in CI's template step, reads the same samconfig.toml.)
 
 use std::path::{Path, PathBuf};
 
@@ -77,4 +77,25 @@ fn make_deploy_is_guided_only_until_the_parameters_are_saved() {
     for target in ["\nlogs:", "\nsync:", "\ndelete:"] {
         assert!(makefile.contains(target), "the Makefile has {target}");
     }
+}
+
+/// `cargo lambda build` (what `sam build` runs for a `rust-cargolambda` function) adds
+/// `--config profile.release.panic="abort"` unless the workspace's release profile names a
+/// panic strategy. The worker catches a panic inside one delivery and records the rest of its
+/// batch (shared/core's worker, `catch_unwind`), which needs unwinding: under abort, one
+/// panicking delivery would kill the invocation and leave its whole batch to the sweeper.
+#[test]
+fn the_lambda_build_keeps_unwinding() {
+    let text = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    let manifest: toml::Table = text.parse().expect("Cargo.toml is TOML");
+    let panic = manifest
+        .get("profile")
+        .and_then(|p| p.get("release"))
+        .and_then(|r| r.get("panic"))
+        .and_then(toml::Value::as_str);
+    assert_eq!(
+        panic,
+        Some("unwind"),
+        "[profile.release] must say panic = \"unwind\": cargo lambda builds with abort otherwise"
+    );
 }
