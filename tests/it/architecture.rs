@@ -1,5 +1,6 @@
-//! The layout the crates promise: no import cycle between the modules of a crate, and only
-//! the worker links the SDKs that send (SNS, SES v2).
+//! The layout the crates promise: no import cycle between the modules of a crate, only the
+//! worker links the SDKs that send (SNS, SES v2), and every function's build gives the
+//! dependencies the functions share the same features.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -204,11 +205,14 @@ fn links(manifest: &Path) -> BTreeSet<String> {
     found
 }
 
+/// The Lambda functions, by folder under functions/.
+const FUNCTIONS: [&str; 6] = [
+    "ingest", "worker", "sweeper", "feedback", "migrate", "token",
+];
+
 #[test]
 fn only_the_worker_links_the_sdks_that_send() {
-    for function in [
-        "ingest", "worker", "sweeper", "feedback", "migrate", "token",
-    ] {
+    for function in FUNCTIONS {
         let manifest = workspace()
             .join("functions")
             .join(function)
@@ -223,4 +227,71 @@ fn only_the_worker_links_the_sdks_that_send() {
             );
         }
     }
+}
+
+/// Each package of a function's build for Lambda (its normal and build dependencies, as
+/// `sam build` resolves them: `cargo lambda build --bin NAME` in the function's folder, for
+/// arm64) with the features it is built with: `name version` → `features`.
+fn resolved_features(function: &str) -> BTreeMap<String, String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+            "-f",
+            "{p} [{f}]",
+        ])
+        .args(["--target", "aarch64-unknown-linux-gnu"])
+        .current_dir(workspace().join("functions").join(function))
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree for {function}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("cargo tree's output is UTF-8")
+        .lines()
+        .filter_map(|line| {
+            let (package, features) = line.trim_end_matches(" (*)").rsplit_once(" [")?;
+            let mut words = package.split_whitespace();
+            let id = format!("{} {}", words.next()?, words.next()?);
+            Some((id, features.trim_end_matches(']').to_owned()))
+        })
+        .collect()
+}
+
+/// `sam build` builds each function on its own, so a dependency two functions build with
+/// different features compiles twice, and everything built on it too (once the SDK stack
+/// compiled three times over). shared/workspace-hack asks for the union; this names what
+/// still differs.
+#[test]
+fn the_functions_build_shared_dependencies_with_the_same_features() {
+    // package → its features → the functions that build it so
+    let mut seen: BTreeMap<String, BTreeMap<String, Vec<&str>>> = BTreeMap::new();
+    for function in FUNCTIONS {
+        for (package, features) in resolved_features(function) {
+            seen.entry(package)
+                .or_default()
+                .entry(features)
+                .or_default()
+                .push(function);
+        }
+    }
+    // the output was read: every function builds on tokio
+    assert!(seen.keys().any(|package| package.starts_with("tokio v")));
+    let differ: Vec<String> = seen
+        .iter()
+        .filter(|(_, variants)| variants.len() > 1)
+        .map(|(package, variants)| format!("{package}: {variants:?}"))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "dependencies the functions build with different features (add the union to \
+         shared/workspace-hack/Cargo.toml):\n{}",
+        differ.join("\n")
+    );
 }
