@@ -6,6 +6,13 @@
 # The RDS CA bundle layer downloads Amazon's bundle at build time. With no internet (this
 # project's CI machine), RDS_CA_BUNDLE_URL may name a local PEM instead; unset here, a
 # throwaway self-signed certificate stands in (the layer's build is checked, not its content).
+#
+# The release profile links each of the six functions with fat LTO and one codegen unit: a
+# serial step over the whole dependency graph per function, two thirds of a cold build here
+# (docs/decisions/0009-one-feature-set-for-every-function.md). CI checks the build path (sam's
+# builder, cargo-lambda, zig's arm64 cross-link, the vendored OpenSSL, the bootstrap layout),
+# which those two settings do not touch, so it builds with thin LTO and 16 units instead.
+# SAM_BUILD_AS_DEPLOYED=1 keeps the release profile unchanged, exactly as `make deploy` builds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tests/scripts/tools.sh
@@ -24,6 +31,10 @@ if [ -z "${RDS_CA_BUNDLE_URL:-}" ] && ! curl -fsI -m 10 https://truststore.pki.r
   echo "sam-build: no internet: a placeholder PEM stands in for the RDS CA bundle"
 fi
 
+if [ "${SAM_BUILD_AS_DEPLOYED:-0}" != 1 ]; then
+  export CARGO_PROFILE_RELEASE_LTO=thin CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
+  echo "sam-build: release profile with thin LTO and 16 codegen units (SAM_BUILD_AS_DEPLOYED=1: as deployed)"
+fi
 started=$SECONDS
 sam build
 echo "sam-build: sam build took $((SECONDS - started)) s"
