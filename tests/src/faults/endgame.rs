@@ -199,22 +199,15 @@ pub async fn check_claims(client: &Client, ledger: &Ledger, row: &mut Row) -> Ve
             verdict.claims
         ),
     );
-    row.check(
-        verdict.twice.is_empty(),
-        format!(
-            "{CLAIMED_TWICE}: {} of {}",
-            verdict.twice.len(),
-            verdict.claims
-        ),
-    );
-    row.check(
-        verdict.ended_by_another.is_empty(),
-        format!(
-            "{ENDED_BY_ANOTHER}: {} of {}",
-            verdict.ended_by_another.len(),
-            verdict.claims
-        ),
-    );
+    for (words, found) in [
+        (CLAIMED_TWICE, &verdict.twice),
+        (ENDED_BY_ANOTHER, &verdict.ended_by_another),
+    ] {
+        row.check(
+            found.is_empty(),
+            format!("{words}: {} of {}", found.len(), verdict.claims),
+        );
+    }
     row.check(
         verdict.unattributed.is_empty(),
         format!(
