@@ -15,9 +15,9 @@ use super::runtime::{Emulator, Ledger, Outcome};
 #[derive(Clone, Debug)]
 pub struct Launcher {
     pub bin_dir: PathBuf,
-    /// Binaries run from elsewhere than `bin_dir`, by name: a mutant's worker while the
-    /// mutant runs (see [`crate::faults::scenarios::Mutant`]).
-    pub overrides: Vec<(String, PathBuf)>,
+    /// The worker to run instead of `bin_dir`'s while a code mutant runs (see
+    /// [`crate::faults::scenarios::Mutant`]).
+    pub mutant_worker: Option<PathBuf>,
     /// Where the mutants' workers are, one folder per patch ([`default_mutant_dir`]).
     pub mutant_dir: PathBuf,
     pub log_dir: PathBuf,
@@ -34,12 +34,12 @@ pub struct Process {
 }
 
 impl Launcher {
-    /// Where `binary` is run from: its override, or `bin_dir`.
+    /// Where `binary` is run from: the mutant's worker while one runs, else `bin_dir`.
     pub fn path_of(&self, binary: &str) -> PathBuf {
-        self.overrides
-            .iter()
-            .find(|(name, _)| name == binary)
-            .map_or_else(|| self.bin_dir.join(binary), |(_, path)| path.clone())
+        match &self.mutant_worker {
+            Some(path) if binary == "worker" => path.clone(),
+            _ => self.bin_dir.join(binary),
+        }
     }
 
     /// Starts `binary` polling the runtime API at `runtime_api`, with `env` on top of the

@@ -85,7 +85,7 @@ impl Suite {
         ];
         let launcher = Launcher {
             bin_dir: default_bin_dir(&root()),
-            overrides: Vec::new(),
+            mutant_worker: None,
             mutant_dir: default_mutant_dir(&root()),
             log_dir,
             base_env: base_env.map(|(k, v)| (k.to_owned(), v)).to_vec(),

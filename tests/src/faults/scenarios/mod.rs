@@ -77,12 +77,10 @@ pub async fn run_mutant(mutant: &Mutant, suite: &mut Suite, limit: Duration) -> 
         );
         return (Row::default(), false);
     }
-    if let Some(path) = worker {
-        suite.launcher.overrides.push(("worker".into(), path));
-    }
+    suite.launcher.mutant_worker = worker;
     // a mutant that overran its limit failed no check: not caught
     let row = tokio::time::timeout(limit, (mutant.run)(suite)).await;
-    suite.launcher.overrides.clear();
+    suite.launcher.mutant_worker = None;
     let mut row = row.unwrap_or_default();
     row.scenario = label;
     let caught = row.failures.iter().any(|f| f.starts_with(mutant.caught_by));
