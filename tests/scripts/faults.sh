@@ -41,6 +41,10 @@ build_mutants() {
     cp "$target/debug/worker" "$target/faults-mutants/$name/worker"
     patch -p1 --quiet --reverse -d "$copy" <"$patch"
   done
+  # The copy's crates share the target folder's artifacts with the checkout's (same names,
+  # same hashes), and their recorded sources are the copy's files. Gone, they are stale to
+  # cargo, so every later build compiles the checkout's own sources again, also after an edit.
+  rm -rf "$copy"
 }
 
 mutants=yes
