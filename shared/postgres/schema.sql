@@ -150,6 +150,18 @@ $$;
 
 
 --
+-- Name: job_channel(uuid, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.job_channel(job_id uuid, created_at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $_$
+    SELECT j.channel FROM job_requests AS j
+    WHERE j.id = $1 AND j.created_at = $2
+$_$;
+
+
+--
 -- Name: job_created_after(uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -229,6 +241,165 @@ LEFT JOIN job_queue AS q ON q.id = j.id
 LEFT JOIN job_outcomes AS o ON o.job_id = j.id AND o.created_at = j.created_at
     AND o.created_at >= lo AND o.created_at < hi
 WHERE j.created_at >= lo AND j.created_at < hi
+$$;
+
+
+--
+-- Name: status_event_data(uuid, uuid, text, text, text, integer, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.status_event_data(job_id uuid, organization_id uuid, channel text, status text, previous_status text, attempt integer, provider_message_id text, error_code text, error_message text) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT jsonb_build_object(
+               'id', job_id, 'organization_id', organization_id, 'channel', channel,
+               'status', status, 'previous_status', previous_status, 'attempt', attempt,
+               'provider_message_id', provider_message_id,
+               'error', CASE WHEN error_code IS NOT NULL OR error_message IS NOT NULL THEN
+                            jsonb_build_object('code', error_code,
+                                               'message', status_event_redact(error_message))
+                        END)
+$$;
+
+
+--
+-- Name: status_event_redact(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.status_event_redact(message text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT regexp_replace(
+               regexp_replace(message, '[^\s<>(),;:"'']+@[^\s<>(),;:"'']+', '[redacted]', 'g'),
+               '\+?\d[\d ().-]{5,}\d', '[redacted]', 'g')
+$$;
+
+
+--
+-- Name: status_events_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.status_events_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO status_events (sequence, organization_id, job_id, type, created_at, data,
+                               next_attempt_at)
+    SELECT s.seq, n.organization_id, n.job_id, 'notification.' || n.status, n.updated_at,
+           status_event_data(n.job_id, n.organization_id,
+                             CASE n.provider WHEN 'sns' THEN 'sms' WHEN 'ses' THEN 'email'
+                                  ELSE job_channel(n.job_id, n.created_at) END,
+                             n.status::text, o.status::text, n.tries, n.provider_message_id,
+                             NULL, NULL)
+               || jsonb_build_object('sequence', s.seq),
+           n.updated_at
+    FROM after_change AS n
+    JOIN before_change AS o ON o.job_id = n.job_id AND o.created_at = n.created_at
+    CROSS JOIN LATERAL (SELECT nextval('status_event_sequence') AS seq) AS s
+    WHERE n.status IS DISTINCT FROM o.status;
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: status_events_complained(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.status_events_complained() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO status_events (sequence, organization_id, job_id, type, created_at, data,
+                               next_attempt_at)
+    SELECT s.seq, o.organization_id, o.job_id, 'notification.complained', n.applied_at,
+           status_event_data(o.job_id, o.organization_id, n.channel, o.status::text,
+                             o.status::text, n.attempt, n.provider_message_id,
+                             'complaint', n.subtype)
+               || jsonb_build_object('sequence', s.seq),
+           n.applied_at
+    FROM after_change AS n
+    JOIN before_change AS b ON b.id = n.id
+    JOIN job_outcomes AS o ON o.job_id = n.job_id
+    CROSS JOIN LATERAL (SELECT nextval('status_event_sequence') AS seq) AS s
+    WHERE n.kind = 'complaint' AND b.applied_at IS NULL AND n.applied_at IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: status_events_ended(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.status_events_ended() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO status_events (sequence, organization_id, job_id, type, created_at, data,
+                               next_attempt_at)
+    SELECT s.seq, e.organization_id, e.job_id, 'notification.' || e.status, e.updated_at,
+           status_event_data(e.job_id, e.organization_id,
+                             CASE e.provider WHEN 'sns' THEN 'sms' WHEN 'ses' THEN 'email'
+                                  ELSE job_channel(e.job_id, e.created_at) END,
+                             e.status::text,
+                             CASE WHEN e.status IN ('sent', 'dead') THEN 'processing'
+                                  WHEN e.tries > CASE WHEN e.status = 'expired' THEN 1 ELSE 0 END
+                                      THEN 'failed'
+                                  ELSE 'pending' END,
+                             e.tries, e.provider_message_id,
+                             CASE WHEN e.status = 'dead'
+                                  THEN coalesce(e.error_code, split_part(e.last_error, ':', 1)) END,
+                             CASE WHEN e.status IN ('dead', 'expired')
+                                  THEN coalesce(e.error_message, e.last_error) END)
+               || jsonb_build_object('sequence', s.seq),
+           e.updated_at
+    FROM ended AS e
+    CROSS JOIN LATERAL (SELECT nextval('status_event_sequence') AS seq) AS s;
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: status_events_fan_out(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.status_events_fan_out() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO webhook_deliveries (endpoint_id, event_id, organization_id, next_attempt_at)
+    SELECT w.id, e.id, e.organization_id, e.created_at
+    FROM recorded AS e
+    JOIN webhook_endpoints AS w ON w.organization_id = e.organization_id
+    WHERE w.disabled_at IS NULL
+      AND (w.event_types IS NULL OR e.type = ANY (w.event_types));
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: status_events_requeued(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.status_events_requeued() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO status_events (sequence, organization_id, job_id, type, created_at, data,
+                               next_attempt_at)
+    SELECT s.seq, r.organization_id, r.job_id, 'notification.requeued', now(),
+           status_event_data(r.job_id, r.organization_id, q.channel, 'pending',
+                             r.status::text, r.tries, NULL, NULL, NULL)
+               || jsonb_build_object('sequence', s.seq),
+           now()
+    FROM removed AS r
+    JOIN job_queue AS q ON q.id = r.job_id
+    CROSS JOIN LATERAL (SELECT nextval('status_event_sequence') AS seq) AS s;
+    RETURN NULL;
+END
 $$;
 
 
@@ -521,6 +692,41 @@ CREATE TABLE public.schema_migrations (
 
 
 --
+-- Name: status_event_sequence; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.status_event_sequence
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: status_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.status_events (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    sequence bigint NOT NULL,
+    organization_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    type text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    data jsonb NOT NULL,
+    published_at timestamp with time zone,
+    next_attempt_at timestamp with time zone NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    claim_token uuid,
+    claimed_at timestamp with time zone,
+    last_error text,
+    CONSTRAINT status_events_type_check CHECK ((type ~~ 'notification.%'::text))
+)
+WITH (fillfactor='80');
+
+
+--
 -- Name: suppressions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -532,6 +738,92 @@ CREATE TABLE public.suppressions (
     job_id uuid,
     provider_message_id text,
     created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: webhook_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_attempts (
+    id bigint NOT NULL,
+    endpoint_id uuid NOT NULL,
+    event_id uuid NOT NULL,
+    event_type text NOT NULL,
+    attempt integer NOT NULL,
+    outcome text NOT NULL,
+    status_code integer,
+    latency_ms integer NOT NULL,
+    error text,
+    started_at timestamp with time zone NOT NULL,
+    next_attempt_at timestamp with time zone,
+    CONSTRAINT webhook_attempts_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT webhook_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['delivered'::text, 'retry'::text, 'dead'::text])))
+);
+
+
+--
+-- Name: webhook_attempts_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_attempts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_attempts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: webhook_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_deliveries (
+    id bigint NOT NULL,
+    endpoint_id uuid NOT NULL,
+    event_id uuid NOT NULL,
+    organization_id uuid NOT NULL,
+    next_attempt_at timestamp with time zone NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    claim_token uuid,
+    claimed_at timestamp with time zone
+);
+
+
+--
+-- Name: webhook_deliveries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_deliveries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_deliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_endpoints (
+    id uuid NOT NULL,
+    organization_id uuid NOT NULL,
+    url text NOT NULL,
+    event_types text[],
+    secret text NOT NULL,
+    previous_secret text,
+    previous_until timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    failing_since timestamp with time zone,
+    disabled_at timestamp with time zone,
+    disabled_reason text,
+    CONSTRAINT webhook_endpoints_check CHECK (((previous_secret IS NULL) = (previous_until IS NULL))),
+    CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
 );
 
 
@@ -640,11 +932,51 @@ ALTER TABLE ONLY public.schema_migrations
 
 
 --
+-- Name: status_events status_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.status_events
+    ADD CONSTRAINT status_events_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: suppressions suppressions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.suppressions
     ADD CONSTRAINT suppressions_pkey PRIMARY KEY (organization_id, recipient);
+
+
+--
+-- Name: webhook_attempts webhook_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_attempts
+    ADD CONSTRAINT webhook_attempts_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_endpoint_id_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_endpoint_id_event_id_key UNIQUE (endpoint_id, event_id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: webhook_endpoints webhook_endpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
 
 
 --
@@ -732,10 +1064,117 @@ CREATE INDEX job_requests_listing ON ONLY public.job_requests USING btree (organ
 
 
 --
+-- Name: status_events_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_created ON public.status_events USING btree (created_at);
+
+
+--
+-- Name: status_events_unpublished; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_unpublished ON public.status_events USING btree (next_attempt_at) WHERE (published_at IS NULL);
+
+
+--
+-- Name: webhook_attempts_by_endpoint; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempts_by_endpoint ON public.webhook_attempts USING btree (endpoint_id, id DESC);
+
+
+--
+-- Name: webhook_attempts_started; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempts_started ON public.webhook_attempts USING btree (started_at);
+
+
+--
+-- Name: webhook_deliveries_by_endpoint; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_by_endpoint ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at);
+
+
+--
+-- Name: webhook_deliveries_by_event; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_by_event ON public.webhook_deliveries USING btree (event_id);
+
+
+--
+-- Name: webhook_deliveries_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (next_attempt_at);
+
+
+--
+-- Name: webhook_endpoints_by_org; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_endpoints_by_org ON public.webhook_endpoints USING btree (organization_id, created_at);
+
+
+--
 -- Name: job_outcomes history_days_extend; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER history_days_extend AFTER INSERT ON public.job_outcomes REFERENCING NEW TABLE AS ended FOR EACH STATEMENT EXECUTE FUNCTION public.history_days_extend();
+
+
+--
+-- Name: job_outcomes status_events_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER status_events_changed AFTER UPDATE ON public.job_outcomes REFERENCING OLD TABLE AS before_change NEW TABLE AS after_change FOR EACH STATEMENT EXECUTE FUNCTION public.status_events_changed();
+
+
+--
+-- Name: delivery_feedback status_events_complained; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER status_events_complained AFTER UPDATE ON public.delivery_feedback REFERENCING OLD TABLE AS before_change NEW TABLE AS after_change FOR EACH STATEMENT EXECUTE FUNCTION public.status_events_complained();
+
+
+--
+-- Name: job_outcomes status_events_ended; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER status_events_ended AFTER INSERT ON public.job_outcomes REFERENCING NEW TABLE AS ended FOR EACH STATEMENT EXECUTE FUNCTION public.status_events_ended();
+
+
+--
+-- Name: status_events status_events_fan_out; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER status_events_fan_out AFTER INSERT ON public.status_events REFERENCING NEW TABLE AS recorded FOR EACH STATEMENT EXECUTE FUNCTION public.status_events_fan_out();
+
+
+--
+-- Name: job_outcomes status_events_requeued; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER status_events_requeued AFTER DELETE ON public.job_outcomes REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION public.status_events_requeued();
+
+
+--
+-- Name: webhook_attempts webhook_attempts_endpoint_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_attempts
+    ADD CONSTRAINT webhook_attempts_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.webhook_endpoints(id) ON DELETE CASCADE;
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_endpoint_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.webhook_endpoints(id) ON DELETE CASCADE;
 
 
 --

@@ -274,6 +274,7 @@ async fn every_migration_after_1_0_applies_online_while_1_0_works() {
         .await
         .unwrap();
     let migration_time = migrating.elapsed();
+    let migrated_at = chrono::Utc::now();
     let after_1_0: Vec<String> = integration_tests::with_test_migration()
         .iter()
         .skip(integration_tests::migrations_through(release_1_0::SCHEMA_VERSION).len())
@@ -326,6 +327,25 @@ async fn every_migration_after_1_0_applies_online_while_1_0_works() {
     )
     .await;
     assert_eq!(sent, finished + total);
+
+    // the status events (0004) are written by the database: every job either release ended
+    // once the migration committed has its event, 1.0's completions included, and none has two
+    let (with_event, events) = {
+        let row = client
+            .query_one(
+                "SELECT count(DISTINCT o.job_id), count(e.id)
+                 FROM job_outcomes AS o
+                 LEFT JOIN status_events AS e
+                   ON e.job_id = o.job_id AND e.type = 'notification.sent'
+                 WHERE o.updated_at > $1::timestamptz",
+                &[&migrated_at],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, i64>(1))
+    };
+    assert!(with_event > 0, "jobs ended after the migration");
+    assert_eq!(events, with_event, "each job ended after the migration has one event");
 
     // each release reads the jobs of the other
     let by_1_0 = *accepted.last().unwrap();

@@ -15,6 +15,7 @@ pub mod factory;
 pub mod faults;
 pub mod proxy;
 pub mod readme;
+pub mod receiver;
 pub mod release_1_0;
 pub mod response_url;
 pub mod stand_in;

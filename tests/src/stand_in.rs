@@ -235,3 +235,103 @@ pub async fn insert_jobs(
         .zip(jobs.iter().map(|(_, payload)| payload.clone()))
         .collect()
 }
+
+/// aws-config's defaults as the functions load them, pointed at the stand-in
+/// ([`endpoint`]) explicitly, with its dummy credentials.
+pub async fn sdk() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
+        .endpoint_url(endpoint())
+        .region(aws_config::Region::new(
+            std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+        ))
+        .credentials_provider(aws_sdk_eventbridge::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .load()
+        .await
+}
+
+/// A new event bus named `bus` with one rule (`pattern`) sending what matches to a new SQS
+/// queue (moto routes EventBridge rules to SQS); returns the queue's URL.
+pub async fn rule_to_queue(sdk: &aws_config::SdkConfig, bus: &str, pattern: Value) -> String {
+    let events = aws_sdk_eventbridge::Client::new(sdk);
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    events
+        .create_event_bus()
+        .name(bus)
+        .send()
+        .await
+        .expect("create the bus");
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(format!("{bus}-rule"))
+        .send()
+        .await
+        .expect("create the queue")
+        .queue_url()
+        .expect("a queue URL")
+        .to_owned();
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(&queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("read the queue's ARN");
+    let queue_arn = attributes
+        .attributes()
+        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
+        .expect("the queue's ARN")
+        .to_owned();
+    events
+        .put_rule()
+        .name("to-queue")
+        .event_bus_name(bus)
+        .event_pattern(pattern.to_string())
+        .send()
+        .await
+        .expect("create the rule");
+    events
+        .put_targets()
+        .rule("to-queue")
+        .event_bus_name(bus)
+        .targets(
+            aws_sdk_eventbridge::types::Target::builder()
+                .id("queue")
+                .arn(queue_arn)
+                .build()
+                .expect("a target"),
+        )
+        .send()
+        .await
+        .expect("target the queue");
+    queue_url
+}
+
+/// The queue's messages as JSON, read until `wanted` have arrived or 30 s have passed, then
+/// once more (briefly) to catch any beyond them.
+pub async fn read_queue(sdk: &aws_config::SdkConfig, queue_url: &str, wanted: usize) -> Vec<Value> {
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut bodies = Vec::new();
+    let mut extra_look = false;
+    loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("receive from the queue");
+        for message in received.messages() {
+            let body = message.body().expect("a message body");
+            bodies.push(serde_json::from_str(body).expect("a JSON event"));
+        }
+        if extra_look || std::time::Instant::now() > deadline {
+            break;
+        }
+        extra_look = bodies.len() >= wanted;
+    }
+    bodies
+}

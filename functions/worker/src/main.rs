@@ -1,20 +1,27 @@
 //! The worker function: on a schedule (or any JSON event), claims due jobs and delivers them
-//! through SNS and SES v2, then answers with a summary of what it did.
+//! through SNS and SES v2, then publishes the status events to EventBridge and posts them to
+//! the organizations' webhooks, and answers with a summary of what it did.
 
 use std::sync::Arc;
 
 use lambda_runtime::{Diagnostic, Error, LambdaEvent, run, service_fn};
 use notify_core::delivery::Router;
 use notify_core::error::report;
+use notify_core::events::{self, EventBus, EventStore, EventsConfig};
 use notify_core::worker::{self, WorkerConfig};
 use notify_delivery::aws_deliverer;
+use notify_delivery::events::{EventBridgeBus, event_bus};
 use notify_postgres::{PgStore, startup};
+use notify_webhooks::HttpSender;
 use serde_json::{Value, json};
 
 struct Deps {
     store: PgStore,
     deliverer: Router,
     config: WorkerConfig,
+    events: EventsConfig,
+    bus: Option<EventBridgeBus>,
+    hooks: HttpSender,
 }
 
 #[tokio::main]
@@ -32,23 +39,52 @@ async fn main() -> Result<(), Error> {
 }
 
 /// The event's content is ignored: an EventBridge schedule, or `{}` from `cargo lambda invoke`.
+/// The deliveries stop early enough to leave the events their time.
 async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Diagnostic> {
+    let deadline = worker::deadline_from_epoch_ms(event.context.deadline);
+    let webhooks = deps.store.any_webhook_endpoint().await?;
     // only a store error fails the invocation (errorType Unavailable or Database); delivery
     // failures are in the summary
-    let summary = worker::handle(event, &deps.store, &deps.deliverer, &deps.config).await?;
-    Ok(json!(summary))
+    let summary = worker::run(
+        &deps.store,
+        &deps.deliverer,
+        &deps.config,
+        deps.events.delivery_deadline(deadline, webhooks),
+    )
+    .await?;
+    let bus = deps.bus.as_ref().map(|bus| bus as &dyn EventBus);
+    let dispatched =
+        events::dispatch(&deps.store, bus, &deps.hooks, &deps.events, deadline).await?;
+    let mut answer = json!(summary);
+    answer["events"] = json!(dispatched);
+    Ok(answer)
 }
 
 async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
     let config = WorkerConfig::from_env()?;
+    let events = EventsConfig::from_lookup(&notify_core::config::Vars::process())?;
     let store = startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT)
         .await?
         .with_rate_limit(config.rate_limit_per_org_per_min);
     startup::warm(&store).await;
     let deliverer = aws_deliverer(&config.delivery).await;
+    let bus = match &events.bus_name {
+        Some(name) => Some(event_bus(name).await),
+        None => None,
+    };
+    let hooks = HttpSender::new(events.webhook_timeout, events.allow_private)?;
+    if events.allow_private {
+        tracing::warn!(
+            "WEBHOOK_ALLOW_PRIVATE_ADDRESSES is set: webhooks may go to http:// and private \
+             addresses (for local use only)"
+        );
+    }
     Ok(Deps {
         store,
         deliverer,
         config,
+        events,
+        bus,
+        hooks,
     })
 }

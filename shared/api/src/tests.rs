@@ -10,6 +10,10 @@ use lambda_http::{Body, Request, RequestExt};
 use uuid::Uuid;
 
 use super::{Ingest, IngestConfig, MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
+use notify_core::events::{
+    ClaimedEvent, ClaimedWebhook, Published, WebhookAttemptView, WebhookEndpoint, WebhookReport,
+    WebhookResult,
+};
 use notify_core::store::*;
 
 /// The API contract's checker, the one the integration tests use: every answer below is
@@ -140,6 +144,66 @@ impl FeedbackStore for Untouchable {
     }
     async fn drop_unmatched_feedback(&self, _: DropUnmatchedFeedback) -> Result<u64, StoreError> {
         touched("drop_unmatched_feedback")
+    }
+}
+
+#[async_trait]
+impl EventStore for Untouchable {
+    async fn claim_events(&self, _: u32) -> Result<Vec<ClaimedEvent>, StoreError> {
+        touched("claim_events")
+    }
+    async fn complete_events(&self, _: &[Published]) -> Result<u64, StoreError> {
+        touched("complete_events")
+    }
+    async fn claim_webhooks(&self, _: u32, _: u32) -> Result<Vec<ClaimedWebhook>, StoreError> {
+        touched("claim_webhooks")
+    }
+    async fn complete_webhooks(&self, _: &[WebhookResult]) -> Result<WebhookReport, StoreError> {
+        touched("complete_webhooks")
+    }
+    async fn any_webhook_endpoint(&self) -> Result<bool, StoreError> {
+        touched("any_webhook_endpoint")
+    }
+    async fn webhook_backlog_age(&self) -> Result<std::time::Duration, StoreError> {
+        touched("webhook_backlog_age")
+    }
+    async fn sweep_dispatch(&self, _: std::time::Duration) -> Result<(u64, u64), StoreError> {
+        touched("sweep_dispatch")
+    }
+    async fn prune_events(&self, _: u32, _: u32) -> Result<(u64, u64), StoreError> {
+        touched("prune_events")
+    }
+    async fn create_webhook(
+        &self,
+        _: Uuid,
+        _: &str,
+        _: Option<&[String]>,
+        _: &str,
+    ) -> Result<Option<WebhookEndpoint>, StoreError> {
+        touched("create_webhook")
+    }
+    async fn list_webhooks(&self, _: Uuid) -> Result<Vec<WebhookEndpoint>, StoreError> {
+        touched("list_webhooks")
+    }
+    async fn delete_webhook(&self, _: Uuid, _: Uuid) -> Result<bool, StoreError> {
+        touched("delete_webhook")
+    }
+    async fn rotate_webhook_secret(
+        &self,
+        _: Uuid,
+        _: Uuid,
+        _: &str,
+        _: std::time::Duration,
+    ) -> Result<Option<WebhookEndpoint>, StoreError> {
+        touched("rotate_webhook_secret")
+    }
+    async fn list_webhook_attempts(
+        &self,
+        _: Uuid,
+        _: Uuid,
+        _: u32,
+    ) -> Result<Option<Vec<WebhookAttemptView>>, StoreError> {
+        touched("list_webhook_attempts")
     }
 }
 

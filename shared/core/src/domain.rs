@@ -1,6 +1,7 @@
 //! Domain vocabulary: channels, job states and provider feedback.
 
 pub mod feedback;
+pub mod status_event;
 
 use serde::{Deserialize, Serialize};
 

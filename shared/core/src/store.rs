@@ -6,6 +6,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
+pub mod events;
+
+pub use events::EventStore;
+
 use crate::domain::{Channel, JobStatus};
 
 /// Why the store could not do what was asked.
@@ -490,10 +494,11 @@ pub trait FeedbackStore: Send + Sync {
     async fn drop_unmatched_feedback(&self, p: DropUnmatchedFeedback) -> Result<u64, StoreError>;
 }
 
-/// Everything the service keeps: jobs, the suppression list and provider feedback.
-pub trait Store: JobStore + SuppressionStore + FeedbackStore {}
+/// Everything the service keeps: jobs, the suppression list, provider feedback, and the
+/// status events with their webhook endpoints.
+pub trait Store: JobStore + SuppressionStore + FeedbackStore + EventStore {}
 
-impl<T: JobStore + SuppressionStore + FeedbackStore> Store for T {}
+impl<T: JobStore + SuppressionStore + FeedbackStore + EventStore> Store for T {}
 
 /// The job repository port.
 #[async_trait]

@@ -132,6 +132,10 @@ pub struct SweepSummary {
     pub feedback_applied: u64,
     /// Provider events dropped after waiting FEEDBACK_MATCH_WINDOW_SECS for an attempt.
     pub feedback_dropped: u64,
+    /// Bus publications and webhook deliveries a lost worker had claimed, due again.
+    pub dispatch_swept: u64,
+    /// Status events and webhook attempts deleted by retention.
+    pub events_pruned: u64,
     pub elapsed_ms: u64,
 }
 
@@ -185,12 +189,14 @@ impl From<SweepFailed> for lambda_runtime::Diagnostic {
 /// current time (`None`: the database's clock).
 ///  1. the history's days ahead are made (ingest needs today's: this comes first, so no
 ///     other step's trouble can stop it);
-///  2. jobs stuck in processing are requeued or buried, and waiting jobs past their expiry
-///     expired, in bounded statements until none is left;
+///  2. jobs stuck in processing are requeued or buried, status events and webhook
+///     deliveries a lost worker had claimed made due again, and waiting jobs past their
+///     expiry expired, in bounded statements until none is left;
 ///  3. old rate-limit windows go, and provider events waiting for their attempt are applied
 ///     or, past the match window, dropped;
 ///  4. retention: the days whose jobs all ended longer ago than RETENTION_DAYS (and the
-///     feedback window) are dropped whole, and old provider events deleted.
+///     feedback window) are dropped whole, and old provider events, status events and
+///     webhook attempts deleted.
 ///
 /// A failing step is recorded and the next one runs; the result is an error when any failed.
 pub async fn run_once(
@@ -216,6 +222,13 @@ pub async fn run_once(
             .map(|added| summary.history.added = added),
     );
     step("sweep", sweep(store, config, now, &mut summary).await);
+    step(
+        "sweep_dispatch",
+        store
+            .sweep_dispatch(config.stuck_after)
+            .await
+            .map(|(events, deliveries)| summary.dispatch_swept = events + deliveries),
+    );
     step(
         "expire",
         until_done(config.batch_size, &mut summary.expired, || {
@@ -256,6 +269,16 @@ pub async fn run_once(
                     limit: config.batch_size,
                     now,
                 })
+            })
+            .await,
+        );
+        step(
+            "prune_events",
+            until_done(config.batch_size, &mut summary.events_pruned, || async {
+                let (events, attempts) = store
+                    .prune_events(config.retention_days, config.batch_size)
+                    .await?;
+                Ok(events.max(attempts))
             })
             .await,
         );

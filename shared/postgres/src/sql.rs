@@ -328,6 +328,85 @@ rows! {
     DroppedFeedbackRow {
         dropped: i64 = INT8,
     }
+
+    /// An event claimed for the bus (claim_events.sql).
+    EventRow {
+        id: Uuid = UUID,
+        event_type: String = TEXT,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+        organization_id: Uuid = UUID,
+        data: Value = JSONB,
+        claim_token: Uuid = UUID,
+        attempts: i32 = INT4,
+    }
+
+    /// A webhook delivery claimed, with its endpoint and event (claim_webhooks.sql).
+    WebhookClaimRow {
+        delivery_id: i64 = INT8,
+        claim_token: Uuid = UUID,
+        endpoint_id: Uuid = UUID,
+        url: String = TEXT,
+        secret: String = TEXT,
+        previous_secret: Option<String> = TEXT,
+        attempt: i32 = INT4,
+        event_id: Uuid = UUID,
+        event_type: String = TEXT,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+        organization_id: Uuid = UUID,
+        data: Value = JSONB,
+    }
+
+    /// complete_webhooks.sql
+    WebhookCompletedRow {
+        applied: i64 = INT8,
+        disabled: i64 = INT8,
+    }
+
+    /// any_webhook_endpoint.sql
+    AnyRow {
+        any: bool = BOOL,
+    }
+
+    /// webhook_backlog.sql
+    AgeRow {
+        age: f64 = FLOAT8,
+    }
+
+    /// sweep_dispatch.sql
+    SweptDispatchRow {
+        events: i64 = INT8,
+        deliveries: i64 = INT8,
+    }
+
+    /// prune_events.sql
+    PrunedEventsRow {
+        events: i64 = INT8,
+        attempts: i64 = INT8,
+    }
+
+    /// A webhook endpoint (create_webhook.sql, list_webhooks.sql, rotate_webhook_secret.sql).
+    WebhookEndpointRow {
+        id: Uuid = UUID,
+        url: String = TEXT,
+        event_types: Option<Vec<String>> = TEXT_ARRAY,
+        created_at: DateTime<Utc> = TIMESTAMPTZ,
+        disabled_at: Option<DateTime<Utc>> = TIMESTAMPTZ,
+        disabled_reason: Option<String> = TEXT,
+        failing_since: Option<DateTime<Utc>> = TIMESTAMPTZ,
+    }
+
+    /// One webhook attempt, or nothing for an endpoint without any (list_webhook_attempts.sql).
+    WebhookAttemptRow {
+        event_id: Option<Uuid> = UUID,
+        event_type: Option<String> = TEXT,
+        attempt: Option<i32> = INT4,
+        outcome: Option<String> = TEXT,
+        status_code: Option<i32> = INT4,
+        latency_ms: Option<i32> = INT4,
+        error: Option<String> = TEXT,
+        attempted_at: Option<DateTime<Utc>> = TIMESTAMPTZ,
+        next_attempt_at: Option<DateTime<Utc>> = TIMESTAMPTZ,
+    }
 }
 
 queries! {
@@ -384,6 +463,26 @@ queries! {
     LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8] -> SuppressionRow;
     ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT] -> AddedSuppressionRow;
     REMOVE_SUPPRESSION = "remove_suppression.sql" [UUID, TEXT] -> RemovedRow;
+    CLAIM_EVENTS = "claim_events.sql" [INT8, TIMESTAMPTZ] -> EventRow;
+    COMPLETE_EVENTS = "complete_events.sql" [
+        UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TIMESTAMPTZ
+    ] -> IdRow;
+    CLAIM_WEBHOOKS = "claim_webhooks.sql" [INT8, INT8, TIMESTAMPTZ] -> WebhookClaimRow;
+    COMPLETE_WEBHOOKS = "complete_webhooks.sql" [
+        INT8_ARRAY, UUID_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, INT4_ARRAY, INT4_ARRAY,
+        TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TIMESTAMPTZ, FLOAT8
+    ] -> WebhookCompletedRow;
+    WEBHOOK_BACKLOG = "webhook_backlog.sql" [TIMESTAMPTZ] -> AgeRow;
+    ANY_WEBHOOK_ENDPOINT = "any_webhook_endpoint.sql" [] -> AnyRow;
+    SWEEP_DISPATCH = "sweep_dispatch.sql" [FLOAT8, TIMESTAMPTZ] -> SweptDispatchRow;
+    PRUNE_EVENTS = "prune_events.sql" [INT4, INT8, TIMESTAMPTZ] -> PrunedEventsRow;
+    CREATE_WEBHOOK = "create_webhook.sql" [UUID, UUID, TEXT, TEXT_ARRAY, TEXT, INT8]
+        -> WebhookEndpointRow;
+    LIST_WEBHOOKS = "list_webhooks.sql" [UUID] -> WebhookEndpointRow;
+    DELETE_WEBHOOK = "delete_webhook.sql" [UUID, UUID] -> IdRow;
+    ROTATE_WEBHOOK_SECRET = "rotate_webhook_secret.sql" [UUID, UUID, TEXT, FLOAT8]
+        -> WebhookEndpointRow;
+    LIST_WEBHOOK_ATTEMPTS = "list_webhook_attempts.sql" [UUID, UUID, INT8] -> WebhookAttemptRow;
 
     /// For tests only (`crate::testing`): jobs in any state, laid out as the store does.
     TEST_INSERT_JOBS = "test_insert_jobs.sql" [

@@ -23,6 +23,7 @@ use notify_core::store::{
 
 use crate::sql::{self, FromRow, Query};
 
+mod events;
 mod feedback;
 
 /// The job repository over one PostgreSQL connection per process.

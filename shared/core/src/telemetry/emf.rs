@@ -32,6 +32,17 @@ pub const WORKER_METRICS: [&str; 8] = [
     "BacklogAgeSeconds",
 ];
 
+/// The worker's status-event metrics, one line per invocation after its deliveries:
+/// `EventsPublished` (events the bus took), `WebhookDelivered` and `WebhookFailed` (webhook
+/// attempts by outcome), `WebhookBacklogAge` (seconds the oldest due webhook delivery has
+/// waited; 0: none).
+pub const EVENT_METRICS: [&str; 4] = [
+    "EventsPublished",
+    "WebhookDelivered",
+    "WebhookFailed",
+    "WebhookBacklogAge",
+];
+
 /// The worker's queue metric: the open jobs by state, dimensions `Service` and `State` (one
 /// of [`QUEUE_STATES`]), measured with `BacklogAgeSeconds`.
 pub const QUEUE_DEPTH: &str = "QueueDepth";
