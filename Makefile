@@ -128,6 +128,7 @@ watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback, token
 	    "AWS_ACCESS_KEY_ID='$$AWS_ACCESS_KEY_ID'" \
 	    "AWS_SECRET_ACCESS_KEY='$$AWS_SECRET_ACCESS_KEY'" \
 	    "ALLOW_ORG_HEADER='true'" \
+	    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES='true'" \
 	    "EMAIL_FROM='$(EMAIL_FROM)'" \
 	    "RUST_LOG='$(RUST_LOG)'" \
 	    "CLIENT_ORGANIZATIONS='$(CLIENT_ORGANIZATIONS)'" \

@@ -53,9 +53,13 @@ def before_load_schema(context, raw_schema):
 #   (the stateful phase follows the listings' next-page links with real ones);
 # - `send_at` at most 30 days ahead; `expires_at` after it (or now) and at most 30 days after:
 #   a `send_at` past that is moved to an hour from now, an `expires_at` outside it is dropped;
-# - a bulk requeue's `until` must be later than its `since`: an `until` that is not is dropped.
+# - a bulk requeue's `until` must be later than its `since`: an `until` that is not is dropped;
+# - a webhook's `url` must be one the function can resolve and may reach: it becomes a local
+#   address (the run allows private addresses, as `make watch` does), its path kept.
 LISTINGS = {"GET /notifications", "GET /suppressions"}
 MAX_AHEAD = timedelta(days=30) - timedelta(minutes=5)
+LOCAL_WEBHOOK = "http://127.0.0.1:9/hooks"
+SPEC_EXAMPLE_WEBHOOK = "https://hooks.example.com/notifications"
 
 
 def _time(value):
@@ -86,9 +90,9 @@ def _timely(request, now):
 
 @schemathesis.hook
 def map_case(context, case):
+    label = f"{case.method.upper()} {case.operation.path}"
     if case.meta is None or case.meta.generation.mode != GenerationMode.POSITIVE:
         return case
-    label = f"{case.method.upper()} {case.operation.path}"
     now = datetime.now(timezone.utc)
     if label in LISTINGS and isinstance(case.query, dict):
         case.query.pop("cursor", None)
@@ -98,6 +102,8 @@ def map_case(context, case):
         items = case.body.get("notifications")
         if isinstance(items, list):
             case.body["notifications"] = [_timely(item, now) for item in items]
+    elif label == "POST /webhooks" and isinstance(case.body, dict) and "url" in case.body:
+        case.body["url"] = LOCAL_WEBHOOK
     elif label == "POST /notifications/requeue" and isinstance(case.body, dict):
         since, until = _time(case.body.get("since")), _time(case.body.get("until"))
         if "until" in case.body and (until is None or (since is not None and until <= since)):
@@ -107,6 +113,13 @@ def map_case(context, case):
 
 @schemathesis.hook
 def before_call(context, case, kwargs):
+    if (
+        f"{case.method.upper()} {case.operation.path}" == "POST /webhooks"
+        and isinstance(case.body, dict)
+        and case.body.get("url") == SPEC_EXAMPLE_WEBHOOK
+    ):
+        # the spec's example names a host this machine cannot resolve (no DNS out)
+        case.body["url"] = LOCAL_WEBHOOK
     if case.headers:
         case.headers = {name: _utf8_header(value) for name, value in case.headers.items()}
     if isinstance(case.body, (bytes, bytearray)):

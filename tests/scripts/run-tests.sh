@@ -13,6 +13,7 @@ services_session notif-test
 # the watch and readme tests run the functions under the real `cargo lambda watch`; without
 # it they fail (and say why), the other tests still run
 tools_install cargo-lambda || log "tools: cargo-lambda could not be installed: the watch and readme tests will fail"
+tools_install webhooks || log "tools: standardwebhooks could not be installed: the webhook tests under watch will fail"
 pg_up
 stand_in_up
 status=0

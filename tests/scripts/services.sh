@@ -275,7 +275,7 @@ pgbouncer_down() {
 }
 
 # ingest_watch_up PREFIX: serves the real ingest function with `cargo lambda watch`, as
-# `make watch` does (ALLOW_ORG_HEADER=true, migrating on start), against a database of its own
+# `make watch` does (ALLOW_ORG_HEADER=true, WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true, migrating on start), against a database of its own
 # on DATABASE_URL's server (PREFIX_<pid>), so what a run writes never meets another run's.
 # Exports INGEST_URL (the function URL's base) and sets INGEST_WATCH_PID and INGEST_WATCH_DB
 # for ingest_watch_down. Needs psql, cargo-lambda on PATH, and pg_up done.
@@ -292,6 +292,7 @@ ingest_watch_up() {
     "DATABASE_URL='$db_url'" \
     "MIGRATE_ON_START='true'" \
     "ALLOW_ORG_HEADER='true'" \
+    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES='true'" \
     "RUST_LOG='warn'" \
     >"$NOTIF_STATE/watch.env"
   # only the env file's settings: not the test server's admin URL, a pooler or a rate limit

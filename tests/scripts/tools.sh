@@ -4,6 +4,8 @@
 #   tools_install sam           aws-sam-cli and cfn-lint (template checks, sam build/deploy)
 #   tools_install cargo-lambda  cargo-lambda, which brings zig (cross-compiles for arm64 Lambda)
 #   tools_install schemathesis  schemathesis, the API contract fuzzer (tests/scripts/contract.sh)
+#   tools_install webhooks      standardwebhooks, which verifies webhook signatures in the tests
+#                               and the demo's receiver (tests/scripts/webhook_receiver.py)
 #
 # Source this file; then "$TOOLS_BIN/sam", "$TOOLS_BIN/cfn-lint", "$TOOLS_BIN/cargo-lambda",
 # "$TOOLS_BIN/schemathesis".
@@ -16,6 +18,7 @@ SAM_CLI_VERSION=${SAM_CLI_VERSION:-1.170.0}
 CFN_LINT_VERSION=${CFN_LINT_VERSION:-1.58.0}
 CARGO_LAMBDA_VERSION=${CARGO_LAMBDA_VERSION:-1.9.2}
 SCHEMATHESIS_VERSION=${SCHEMATHESIS_VERSION:-4.32.5}
+STANDARDWEBHOOKS_VERSION=${STANDARDWEBHOOKS_VERSION:-1.3.0}
 # The oldest versions the build is known to work with: SAM CLI builds rust-cargolambda
 # functions without a beta flag, and cargo-lambda builds the workspace for arm64 under zig.
 SAM_CLI_MINIMUM=1.170.0
@@ -59,6 +62,9 @@ tools_install() {
       schemathesis)
         "$TOOLS_BIN/schemathesis" --version 2>/dev/null | grep -qF "$SCHEMATHESIS_VERSION" \
           || pkgs+=("schemathesis==$SCHEMATHESIS_VERSION") ;;
+      webhooks)
+        "$TOOLS_BIN/python" -c 'import standardwebhooks' 2>/dev/null \
+          || pkgs+=("standardwebhooks==$STANDARDWEBHOOKS_VERSION") ;;
       *) printf 'tools: unknown tool %s\n' "$what" >&2; return 2 ;;
     esac
   done

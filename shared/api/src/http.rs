@@ -23,6 +23,11 @@ pub(crate) enum Route {
     AddSuppression,
     /// The recipient as the path spells it, still URL-encoded.
     RemoveSuppression(String),
+    CreateWebhook,
+    ListWebhooks,
+    DeleteWebhook(String),
+    RotateWebhookSecret(String),
+    ListWebhookAttempts(String),
 }
 
 /// The request's path without the API Gateway stage prefix, if any.
@@ -109,6 +114,35 @@ pub(crate) fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
                 "DELETE",
             ),
             _ => (None, "/suppressions/{recipient}", "DELETE"),
+        },
+        ["webhooks"] => match method {
+            Method::GET => (Some(Route::ListWebhooks), "GET /webhooks", "GET, POST"),
+            Method::POST => (Some(Route::CreateWebhook), "POST /webhooks", "GET, POST"),
+            _ => (None, "/webhooks", "GET, POST"),
+        },
+        ["webhooks", id] => match method {
+            Method::DELETE => (
+                Some(Route::DeleteWebhook((*id).to_owned())),
+                "DELETE /webhooks/{id}",
+                "DELETE",
+            ),
+            _ => (None, "/webhooks/{id}", "DELETE"),
+        },
+        ["webhooks", id, "rotate-secret"] => match method {
+            Method::POST => (
+                Some(Route::RotateWebhookSecret((*id).to_owned())),
+                "POST /webhooks/{id}/rotate-secret",
+                "POST",
+            ),
+            _ => (None, "/webhooks/{id}/rotate-secret", "POST"),
+        },
+        ["webhooks", id, "deliveries"] => match method {
+            Method::GET => (
+                Some(Route::ListWebhookAttempts((*id).to_owned())),
+                "GET /webhooks/{id}/deliveries",
+                "GET",
+            ),
+            _ => (None, "/webhooks/{id}/deliveries", "GET"),
         },
         _ => return Err(ApiError::not_found("no such route")),
     };

@@ -1,5 +1,6 @@
 //! The ingest API behind API Gateway: `/notifications` (send, batch, read, list, cancel,
-//! requeue) and the organization's suppression list (`/suppressions`).
+//! requeue), the organization's suppression list (`/suppressions`) and its webhook endpoints
+//! (`/webhooks`).
 //!
 //! The handler validates, persists and answers; it never calls a provider. Every answer
 //! is either "accepted and persisted" or a refusal that wrote nothing, in one JSON error
@@ -16,6 +17,7 @@ pub mod requeue;
 pub mod suppressions;
 pub mod trace;
 pub mod validate;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,6 +53,9 @@ pub struct IngestConfig {
     pub rate_limit_per_min: u32,
     /// A job without `expires_at` expires this long after `send_at` (`JOB_MAX_AGE_SECS`).
     pub max_age: std::time::Duration,
+    /// Accept webhook URLs with `http://` and private, loopback or link-local addresses
+    /// (`WEBHOOK_ALLOW_PRIVATE_ADDRESSES`). For local use only: never in production.
+    pub webhook_allow_private: bool,
 }
 
 /// The default `JOB_MAX_AGE_SECS`: a day.
@@ -62,6 +67,7 @@ impl Default for IngestConfig {
             allow_org_header: false,
             rate_limit_per_min: 0,
             max_age: DEFAULT_MAX_AGE,
+            webhook_allow_private: false,
         }
     }
 }
@@ -71,7 +77,8 @@ impl IngestConfig {
         Self::from_lookup(&config::Vars::process())
     }
 
-    /// Reads `ALLOW_ORG_HEADER`, `INGEST_RATE_LIMIT_PER_ORG_PER_MIN` and `JOB_MAX_AGE_SECS`.
+    /// Reads `ALLOW_ORG_HEADER`, `INGEST_RATE_LIMIT_PER_ORG_PER_MIN`, `JOB_MAX_AGE_SECS` and
+    /// `WEBHOOK_ALLOW_PRIVATE_ADDRESSES`.
     pub fn from_lookup(vars: &config::Vars) -> Result<Self, ConfigError> {
         Ok(Self {
             allow_org_header: vars.flag("ALLOW_ORG_HEADER", false)?,
@@ -85,6 +92,7 @@ impl IngestConfig {
                 DEFAULT_MAX_AGE.as_secs(),
                 60..=30 * 86_400,
             )?),
+            webhook_allow_private: vars.flag("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", false)?,
         })
     }
 }
@@ -235,6 +243,15 @@ impl Ingest {
             Route::AddSuppression => self.add_suppression(req, organization_id).await,
             Route::RemoveSuppression(recipient) => {
                 self.remove_suppression(organization_id, &recipient).await
+            }
+            Route::CreateWebhook => self.create_webhook(req, organization_id).await,
+            Route::ListWebhooks => self.list_webhooks(organization_id).await,
+            Route::DeleteWebhook(id) => self.delete_webhook(organization_id, &id).await,
+            Route::RotateWebhookSecret(id) => {
+                self.rotate_webhook_secret(organization_id, &id).await
+            }
+            Route::ListWebhookAttempts(id) => {
+                self.list_webhook_attempts(req, organization_id, &id).await
             }
         }
     }
