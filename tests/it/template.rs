@@ -313,6 +313,30 @@ fn deployed_ingest_never_honours_the_organization_header() {
     );
 }
 
+/// Webhooks go to public https:// addresses only in a deployment: the two functions that
+/// read `WEBHOOK_ALLOW_PRIVATE_ADDRESSES` (ingest at registration, the worker at each call)
+/// have it pinned to false, and no parameter can change it.
+#[test]
+fn deployed_webhooks_never_reach_private_addresses() {
+    let t = template();
+    for function in ["IngestFunction", "WorkerFunction"] {
+        assert_eq!(
+            env_var(&t, function, "WEBHOOK_ALLOW_PRIVATE_ADDRESSES").as_str(),
+            Some("false"),
+            "{function}"
+        );
+    }
+    for function in functions(&t) {
+        if function == "IngestFunction" || function == "WorkerFunction" {
+            continue;
+        }
+        assert!(
+            effective_env(&t, function, "WEBHOOK_ALLOW_PRIVATE_ADDRESSES").is_none(),
+            "{function} sets WEBHOOK_ALLOW_PRIVATE_ADDRESSES"
+        );
+    }
+}
+
 #[test]
 fn every_function_is_an_arm64_cargo_lambda_build_of_its_own_package() {
     let t = template();
@@ -414,6 +438,11 @@ fn every_template_route_reaches_a_handler_and_nothing_else_does() {
         "/suppressions",
         "/suppressions/{recipient}",
         "/suppressions/{recipient}/extra",
+        "/webhooks",
+        "/webhooks/{id}",
+        "/webhooks/{id}/rotate-secret",
+        "/webhooks/{id}/deliveries",
+        "/webhooks/{id}/extra",
         "/organizations",
         "/",
     ];
