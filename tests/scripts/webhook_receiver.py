@@ -66,18 +66,19 @@ def main():
                 record["status"] = status
                 with open(args.record, "a", encoding="utf-8") as out:
                     out.write(json.dumps(record) + "\n")
-            if not args.quiet:
-                event = {}
-                try:
-                    event = json.loads(body)
-                except ValueError:
-                    pass
-                print(
-                    f"received {event.get('type', '?')} for {event.get('data', {}).get('id', '?')}"
-                    f" (webhook-id {headers['webhook-id']}): signature "
-                    f"{'verified' if record['verified'] else 'NOT verified'}, answered {status}",
-                    flush=True,
-                )
+                # under the lock: one whole line per delivery, whatever the threads do
+                if not args.quiet:
+                    event = {}
+                    try:
+                        event = json.loads(body)
+                    except ValueError:
+                        pass
+                    print(
+                        f"received {event.get('type', '?')} for {event.get('data', {}).get('id', '?')}"
+                        f" (webhook-id {headers['webhook-id']}): signature "
+                        f"{'verified' if record['verified'] else 'NOT verified'}, answered {status}",
+                        flush=True,
+                    )
             self.send_response(status)
             self.send_header("content-length", "0")
             self.end_headers()
