@@ -9,6 +9,7 @@ use super::{Row, Suite};
 
 pub mod account;
 pub mod deadline;
+pub mod dispatch;
 pub mod hostile;
 pub mod kill;
 pub mod load;
@@ -36,6 +37,7 @@ pub const ALL: &[Scenario] = &[
     sweep::SCENARIO,
     account::SCENARIO,
     deadline::SCENARIO,
+    dispatch::SCENARIO,
     tenants::SCENARIO,
 ];
 
@@ -59,6 +61,7 @@ pub const MUTANTS: &[Mutant] = &[
     sweep::SHORT_WINDOW,
     sweep::UNFENCED,
     kill::RECORD_AT_BATCH_END,
+    dispatch::RECORD_BEFORE_SEND,
 ];
 
 /// Runs one mutant within `limit`: its row, labelled, whose checks say whether it was caught
