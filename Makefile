@@ -39,7 +39,7 @@ setup: ## Check and install the tools: Rust targets, PostgreSQL binaries, python
 	@tests/scripts/setup.sh
 
 .PHONY: demo
-demo: $(DB_UP) ## The whole flow on local defaults: Postgres, stand-in, cargo lambda watch, sample sends, worker + sweeper, provider feedback (delivered, bounced, suppressed), final table
+demo: $(DB_UP) ## The whole flow on local defaults: Postgres, stand-in, cargo lambda watch, sample sends, worker + sweeper, provider feedback (delivered, bounced, suppressed), signed webhooks to a verifying receiver, final table
 	tests/scripts/demo.sh
 
 .PHONY: test

@@ -7,6 +7,10 @@
 # recorded) so one email ends delivered, one bounced (and its recipient suppressed: a second
 # POST to it is refused) and one SMS delivered. Prints each notification's final status,
 # delivery trail and feedback and what the stand-in received, then stops everything it started.
+# A webhook endpoint registered first (a local receiver, tests/scripts/webhook_receiver.py, that
+# verifies each signature with the Standard Webhooks library and answers each event's first
+# delivery 500) hears every status change: the demo shows what it got, each event retried and
+# then delivered, and the endpoint's attempts as GET /webhooks/{id}/deliveries lists them.
 # Every answer is checked as it comes (each POST's and GET's status and fields, the worker's,
 # the sweeper's and feedback's summaries): the first that differs from what the demo expects
 # stops it with a message naming the step, and a non-zero exit.
@@ -19,7 +23,11 @@ ROOT=$PWD
 . tests/scripts/tools.sh
 
 WATCH_PID=
-on_session_end() { if [ -n "$WATCH_PID" ]; then kill -- -"$WATCH_PID" 2>/dev/null || true; fi; }
+RECEIVER_PID=
+on_session_end() {
+  if [ -n "$WATCH_PID" ]; then kill -- -"$WATCH_PID" 2>/dev/null || true; fi
+  if [ -n "$RECEIVER_PID" ]; then kill -- -"$RECEIVER_PID" 2>/dev/null || true; fi
+}
 services_session notif-demo
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -69,7 +77,8 @@ if bad:
 }
 
 say "tools"
-tools_install cargo-lambda
+# webhooks: the Standard Webhooks library the receiver verifies signatures with
+tools_install cargo-lambda webhooks
 tools_path
 command -v psql >/dev/null || { echo "psql not found (Debian: apt-get install postgresql-client)"; exit 1; }
 
@@ -87,30 +96,58 @@ say "build the functions (cargo lambda watch would compile them on first call)"
 # as `cargo lambda watch` builds them (`cargo run --bin …` in the workspace: the same features)
 cargo build -q --bin ingest --bin worker --bin sweeper --bin feedback
 
+say "a webhook receiver, as a caller would run one"
+# it reads the endpoint's secret from RECEIVER_SECRET at each request (POST /webhooks, below,
+# writes it there) and answers the first delivery of each webhook-id 500, to show a retry
+RECEIVER_SECRET="$NOTIF_STATE/receiver.secret"
+RECEIVER_RECORD="$NOTIF_STATE/receiver.jsonl"
+: >"$RECEIVER_SECRET"
+setsid "$TOOLS_BIN/python" tests/scripts/webhook_receiver.py --port 0 \
+  --secret-file "$RECEIVER_SECRET" --record "$RECEIVER_RECORD" --fail-first 1 \
+  --ready "$NOTIF_STATE/receiver.port" >"$NOTIF_STATE/receiver.log" 2>&1 </dev/null &
+RECEIVER_PID=$!
+for _ in $(seq 1 100); do
+  [ -s "$NOTIF_STATE/receiver.port" ] && break
+  kill -0 "$RECEIVER_PID" 2>/dev/null \
+    || fail "webhook receiver" "it exited before listening: $(cat "$NOTIF_STATE/receiver.log")"
+  sleep 0.1
+done
+[ -s "$NOTIF_STATE/receiver.port" ] || fail "webhook receiver" "not listening after 10 s"
+RECEIVER_PORT=$(cat "$NOTIF_STATE/receiver.port")
+echo "  listening on 127.0.0.1:$RECEIVER_PORT"
+
 PORT=$(free_port)
 say "cargo lambda watch on port $PORT"
-# a short sweep window (with a matching worker timeout) so the demo can show a sweep
+# a short sweep window (with a matching worker timeout) so the demo can show a sweep;
+# WEBHOOK_ALLOW_PRIVATE_ADDRESSES for the receiver on 127.0.0.1 (plain http, loopback): local
+# use only, the template pins it to false
 setsid cargo lambda watch --invoke-address 127.0.0.1 --invoke-port "$PORT" --ignore-changes \
   --env-var "DATABASE_URL=$DATABASE_URL" \
   --env-var "AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL,AWS_REGION=$AWS_REGION" \
   --env-var "AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID,AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY" \
   --env-var "ALLOW_ORG_HEADER=true,EMAIL_FROM=$EMAIL_FROM,RUST_LOG=warn" \
   --env-var "WORKER_TIMEOUT_SECS=120,STUCK_AFTER_SECS=600" \
+  --env-var "WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true" \
   >"$NOTIF_STATE/watch.log" 2>&1 </dev/null &
 WATCH_PID=$!
-URL="http://127.0.0.1:$PORT/lambda-url/ingest/notifications"
+API="http://127.0.0.1:$PORT/lambda-url/ingest"
+URL="$API/notifications"
+HOOKS="$API/webhooks"
 ORG=0b9d8c1e-0000-4000-8000-0000000000d0
 
 # request STEP WANT METHOD URL [CURL-ARGS...]: prints the answer; fails STEP unless its status
 # is WANT. Sets STATUS and BODY. The first call compiles ingest if it is not fresh: 10 minutes.
+# With BODY_SHOWN_BELOW=1 it prints the body's size instead (the caller shows it).
 request() {
-  local step=$1 want=$2 method=$3 url=$4 out
+  local step=$1 want=$2 method=$3 url=$4 out shown
   shift 4
   out=$(curl -sS -m 600 -w '\n%{http_code}' -X "$method" "$url" -H "X-Organization-Id: $ORG" "$@") \
     || fail "$step" "no answer from $method $url"
   STATUS=${out##*$'\n'}
   BODY=${out%$'\n'*}
-  printf '  %-28s %s  %s\n' "$step" "$STATUS" "$BODY"
+  shown=$BODY
+  [ -n "${BODY_SHOWN_BELOW:-}" ] && shown="(${#BODY} bytes, below)"
+  printf '  %-28s %s  %s\n' "$step" "$STATUS" "$shown"
   [ "$STATUS" = "$want" ] || fail "$step" "$method answered $STATUS, expected $want: $BODY"
 }
 
@@ -127,6 +164,21 @@ for _ in $(seq 1 300); do
   kill -0 "$WATCH_PID" 2>/dev/null || fail "cargo lambda watch" "it exited before serving"
   sleep 0.5
 done
+
+say "POST /webhooks: the receiver hears every status event of the organization's notifications"
+# an endpoint registered before a change commits is sure to get its event
+request "register the receiver" 201 POST "$HOOKS" -H 'Content-Type: application/json' \
+  -d "{\"url\":\"http://127.0.0.1:$RECEIVER_PORT/hooks\"}"
+check_json "register the receiver" "$BODY" "url=http://127.0.0.1:$RECEIVER_PORT/hooks" \
+  events=null disabled=false failing_since=null
+HOOK_ID=$(id_of "$BODY")
+SECRET=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1]).get("secret") or "")' "$BODY")
+case "$SECRET" in
+  whsec_?*) ;;
+  *) fail "register the receiver" "the answer's secret does not start with whsec_: $BODY" ;;
+esac
+# shown this once: the receiver keeps it
+printf '%s\n' "$SECRET" >"$RECEIVER_SECRET"
 
 say "POST /notifications (X-Organization-Id: $ORG)"
 post "sms" 202 '{"channel":"sms","to":"+15555550101","message":"Your invoice INV-1 is paid"}'
@@ -188,10 +240,15 @@ say "invoke the worker (the scheduled send is not due yet)"
 # due: 2 SMS, 2 emails, the SMS to the rejected number (permanent error: dead at once)
 [ "$(date +%s)" -lt "$AHEAD_EPOCH" ] \
   || fail "worker, first run" "the samples took so long that the scheduled send is already due"
-invoke "worker, first run" worker claimed=5 sent=4 retried=0 held=0 dead=1 released=0 fenced=0
+# then posts the 5 status events (4 sent, 1 dead): the receiver answers each first delivery 500
+invoke "worker, first run" worker claimed=5 sent=4 retried=0 held=0 dead=1 released=0 fenced=0 \
+  events.webhooks_delivered=0 events.webhooks_failed=5
 sleep $((AHEAD_EPOCH - $(date +%s) + 1))
 say "invoke the worker again (the scheduled send is due now) and the sweeper"
-invoke "worker, second run" worker claimed=1 sent=1 retried=0 held=0 dead=0 released=0 fenced=0
+# the scheduled send's event fails once as the others did (their retries, 5 s after the first
+# run, are delivered now if due: the check counts only the failures)
+invoke "worker, second run" worker claimed=1 sent=1 retried=0 held=0 dead=0 released=0 fenced=0 \
+  events.webhooks_failed=1
 invoke "sweeper" sweeper requeued=0 dead=0 expired=0 feedback_applied=0 feedback_dropped=0
 # message_id STEP: the provider message id the worker recorded for the first attempt of the
 # job in $BODY (a GET /notifications/{id} answer); fails STEP if there is none
@@ -259,6 +316,15 @@ invoke_with "feedback: SMS SUCCESS log line" feedback "$EVENT" events=1 malforme
 request "GET the sms" 200 GET "$URL/$SMS_ID"
 check_json "GET the sms" "$BODY" status=delivered deliveries.0.feedback.0.type=delivery
 
+say "invoke the worker twice more: it posts the events of the feedback, then their retries"
+# each run ends by posting the events due to the webhook: the new ones (delivered, bounced)
+# and the retries of those the receiver answered 500, due about 5 s (up to 5.5 s) after
+invoke "worker, third run" worker claimed=0 sent=0 dead=0 events.webhooks_failed=3 \
+  events.webhooks_dead=0
+sleep 6
+invoke "worker, fourth run" worker claimed=0 sent=0 dead=0 events.webhooks_failed=0 \
+  events.webhooks_dead=0
+
 say "final status of each notification, its delivery trail and the providers' feedback"
 psql "$DATABASE_URL" -X -q -P pager=off -c "
   SELECT j.channel, j.payload->>'to' AS recipient, j.status, j.attempts,
@@ -286,7 +352,84 @@ for m in mail:
     to = ", ".join(m["destinations"].get("ToAddresses", []))
     print(f"    {to:<18} {m['id'][:36]}  {m['subject']!r}")
 PY
+say "webhooks: what the receiver got"
+# one line per delivery, in the order they came (the receiver answers them on threads, so
+# two lines may share a line of its log: each is printed on its own here)
+python3 -c '
+import re, sys
+for line in re.findall(r"received .*?answered \d+", open(sys.argv[1]).read()):
+    print("  " + line)
+' "$NOTIF_STATE/receiver.log"
+# every event recorded for the organization reached the receiver: its first delivery answered
+# 500, then the same webhook-id, signed again, delivered (204) by a later run
+EVENTS=$(psql "$DATABASE_URL" -X -q -tA -c "SELECT coalesce(json_agg(json_build_object(
+    'id', id, 'type', type, 'sequence', sequence) ORDER BY sequence), '[]')
+  FROM status_events WHERE organization_id = '$ORG'")
+summary=$(python3 - "$RECEIVER_RECORD" "$EVENTS" 2>&1 <<'PY'
+import collections, json, sys
+record, events = sys.argv[1], json.loads(sys.argv[2])
+got = [json.loads(line) for line in open(record)]
+bad = ["not verified: %s" % r for r in got if not r["verified"]]
+answers = collections.defaultdict(list)
+for r in got:
+    answers[r["headers"]["webhook-id"]].append(r["status"])
+    body = json.loads(r["body"])
+    if body["id"] != r["headers"]["webhook-id"]:
+        bad.append("webhook-id %s is not the event's id %s"
+                   % (r["headers"]["webhook-id"], body["id"]))
+for e in events:
+    if answers.get(e["id"]) != [500, 204]:
+        bad.append("event %s (%s): answered %s, expected 500 then 204"
+                   % (e["id"], e["type"], answers.get(e["id"])))
+unknown = set(answers) - {e["id"] for e in events}
+if unknown:
+    bad.append("deliveries of no recorded event: %s" % sorted(unknown))
+types = collections.Counter(e["type"] for e in events)
+for want in ("notification.sent", "notification.delivered", "notification.bounced"):
+    if not types[want]:
+        bad.append("no %s event" % want)
+if bad:
+    sys.exit("; ".join(bad))
+print("  %d deliveries, every signature verified; %d events, each answered 500, then 204: %s"
+      % (len(got), len(events), ", ".join("%s %d" % t for t in sorted(types.items()))))
+PY
+) || fail "webhooks: what the receiver got" "$summary"
+echo "$summary"
+echo "  the bounce's delivery, as the receiver got it (headers and the raw body it verified):"
+python3 - "$RECEIVER_RECORD" <<'PY'
+import json, sys
+got = [json.loads(line) for line in open(sys.argv[1])]
+bounce = next(r for r in got if json.loads(r["body"])["type"] == "notification.bounced")
+for name, value in bounce["headers"].items():
+    print("    %s: %s" % (name, value))
+print("    " + bounce["body"])
+PY
+BODY_SHOWN_BELOW=1 request "GET its deliveries" 200 GET "$HOOKS/$HOOK_ID/deliveries?limit=100"
+# newest first: one row per attempt, as many as the receiver was sent
+table=$(python3 - "$BODY" "$RECEIVER_RECORD" 2>&1 <<'PY'
+import json, sys
+items = json.loads(sys.argv[1])["items"]
+received = sum(1 for _ in open(sys.argv[2]))
+if len(items) != received:
+    sys.exit("%d attempts listed, the receiver was sent %d" % (len(items), received))
+outcomes = {(a["outcome"], a["status_code"]) for a in items}
+if outcomes != {("retry", 500), ("delivered", 204)}:
+    sys.exit("expected attempts retried after a 500 and attempts delivered with 204, got %s"
+             % sorted(map(str, outcomes)))
+row = "    %-24s %-24s %-8s %-7s %-9s %-6s %-7s %s"
+print(row % ("attempted_at", "event_type", "event_id", "attempt", "outcome", "status",
+             "latency", "next_attempt_at"))
+for a in items:
+    print(row % (a["attempted_at"][:23], a["event_type"], a["event_id"][:8], a["attempt"],
+                 a["outcome"], a["status_code"], "%d ms" % a["latency_ms"],
+                 (a["next_attempt_at"] or "-")[:23]))
+PY
+) || fail "GET its deliveries" "$table"
+echo "$table"
+check_json "GET its deliveries" "$BODY" items.0.outcome=delivered items.0.status_code=204
+
 unfinished=$(psql "$DATABASE_URL" -X -q -tA -c "SELECT count(*) FROM job_states
   WHERE status NOT IN ('sent', 'delivered', 'bounced', 'dead')")
 [ "$unfinished" = 0 ] || fail "final status" "$unfinished job(s) not sent, delivered, bounced or dead"
-say "done: every sample above ended sent (no report yet), delivered, bounced or dead"
+say "done: every sample above ended sent (no report yet), delivered, bounced or dead," \
+  "and the webhook heard each change"
