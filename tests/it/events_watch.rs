@@ -135,13 +135,7 @@ async fn settings(db: &TestDb, extra: &[(&'static str, &str)]) -> Vec<(&'static 
     env
 }
 
-async fn call(
-    watch: &Watch,
-    method: &str,
-    org: Uuid,
-    path: &str,
-    body: Option<Value>,
-) -> Reply {
+async fn call(watch: &Watch, method: &str, org: Uuid, path: &str, body: Option<Value>) -> Reply {
     let org = org.to_string();
     let text = body.map(|b| b.to_string());
     watch
@@ -246,7 +240,14 @@ async fn signed_events_reach_each_organizations_webhooks_and_the_bus_under_watch
         json!({"send_at": (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339()}),
     )
     .await;
-    let cancelled = call(&watch, "POST", a, &format!("/notifications/{later}/cancel"), None).await;
+    let cancelled = call(
+        &watch,
+        "POST",
+        a,
+        &format!("/notifications/{later}/cancel"),
+        None,
+    )
+    .await;
     assert_eq!(cancelled.status, 200, "{cancelled:?}");
     let b_sent = send_sms(&watch, b, "+15555550184", json!({})).await;
 
@@ -307,14 +308,37 @@ async fn signed_events_reach_each_organizations_webhooks_and_the_bus_under_watch
 
     // the deliveries list shows the retry and the delivery
     let a_id = a_hook["id"].as_str().unwrap();
-    let attempts = call(&watch, "GET", a, &format!("/webhooks/{a_id}/deliveries"), None).await;
+    let attempts = call(
+        &watch,
+        "GET",
+        a,
+        &format!("/webhooks/{a_id}/deliveries"),
+        None,
+    )
+    .await;
     assert_eq!(attempts.status, 200, "{attempts:?}");
     let attempts = attempts.json()["items"].as_array().unwrap().clone();
     assert_eq!(attempts.len(), 6, "{attempts:?}");
-    assert_eq!(attempts.iter().filter(|t| t["status_code"] == 500).count(), 3);
-    assert_eq!(attempts.iter().filter(|t| t["outcome"] == "delivered").count(), 3);
+    assert_eq!(
+        attempts.iter().filter(|t| t["status_code"] == 500).count(),
+        3
+    );
+    assert_eq!(
+        attempts
+            .iter()
+            .filter(|t| t["outcome"] == "delivered")
+            .count(),
+        3
+    );
     // and to another organization it does not exist
-    let hidden = call(&watch, "GET", b, &format!("/webhooks/{a_id}/deliveries"), None).await;
+    let hidden = call(
+        &watch,
+        "GET",
+        b,
+        &format!("/webhooks/{a_id}/deliveries"),
+        None,
+    )
+    .await;
     assert_eq!(hidden.status, 404);
 
     // the bus: a's four events reached the queue through the rule, as their envelopes
@@ -331,16 +355,29 @@ async fn signed_events_reach_each_organizations_webhooks_and_the_bus_under_watch
         })
         .collect();
     on_bus.sort();
-    assert_eq!(on_bus, expected, "only a's events match the rule, each once");
+    assert_eq!(
+        on_bus, expected,
+        "only a's events match the rule, each once"
+    );
 
     // the metrics of the dispatch
     let log = watch.log();
     for metric in notify_core::telemetry::emf::EVENT_METRICS {
-        assert!(log.contains(&format!("\"{metric}\"")), "{metric} is not emitted");
+        assert!(
+            log.contains(&format!("\"{metric}\"")),
+            "{metric} is not emitted"
+        );
     }
 
     // rotate a's secret: the old one still signs beside the new one
-    let rotated = call(&watch, "POST", a, &format!("/webhooks/{a_id}/rotate-secret"), None).await;
+    let rotated = call(
+        &watch,
+        "POST",
+        a,
+        &format!("/webhooks/{a_id}/rotate-secret"),
+        None,
+    )
+    .await;
     assert_eq!(rotated.status, 200, "{rotated:?}");
     assert_ne!(rotated.json()["secret"].as_str(), Some(secret));
     let deleted = call(&watch, "DELETE", b, &format!("/webhooks/{a_id}"), None).await;
@@ -435,5 +472,8 @@ async fn webhook_urls_to_private_addresses_are_refused_at_registration_and_at_ea
         "refused for its address: {attempts}"
     );
     assert_eq!(attempts["items"][0]["status_code"], Value::Null);
-    assert!(receiver.received().is_empty(), "nothing reached the address");
+    assert!(
+        receiver.received().is_empty(),
+        "nothing reached the address"
+    );
 }

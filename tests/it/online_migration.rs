@@ -345,7 +345,10 @@ async fn every_migration_after_1_0_applies_online_while_1_0_works() {
         (row.get::<_, i64>(0), row.get::<_, i64>(1))
     };
     assert!(with_event > 0, "jobs ended after the migration");
-    assert_eq!(events, with_event, "each job ended after the migration has one event");
+    assert_eq!(
+        events, with_event,
+        "each job ended after the migration has one event"
+    );
 
     // each release reads the jobs of the other
     let by_1_0 = *accepted.last().unwrap();

@@ -240,10 +240,7 @@ async fn a_change_that_does_not_commit_has_no_event() {
     let id = Job::new().org(org).due_in(3600.0).insert(&client).await;
     let tx = client.transaction().await.unwrap();
     let cancelled = tx
-        .query(
-            notify_postgres::sql::CANCEL.sql,
-            &[&id, &org],
-        )
+        .query(notify_postgres::sql::CANCEL.sql, &[&id, &org])
         .await
         .unwrap();
     assert_eq!(cancelled.len(), 1, "cancelled inside the transaction");
@@ -322,7 +319,11 @@ async fn webhooks_are_signed_retried_under_one_id_and_kept_per_organization() {
 
     // each organization's events reached its own endpoint only
     let job_of = |r: &integration_tests::receiver::Received| {
-        r.json()["data"]["id"].as_str().unwrap().parse::<Uuid>().unwrap()
+        r.json()["data"]["id"]
+            .as_str()
+            .unwrap()
+            .parse::<Uuid>()
+            .unwrap()
     };
     let to_a = flaky.received();
     let to_b = steady.received();
@@ -336,8 +337,14 @@ async fn webhooks_are_signed_retried_under_one_id_and_kept_per_organization() {
     for id in &a_jobs {
         let deliveries: Vec<_> = to_a.iter().filter(|r| job_of(r) == *id).collect();
         assert_eq!(deliveries.len(), 2);
-        assert_eq!(deliveries[0].header("webhook-id"), deliveries[1].header("webhook-id"));
-        assert_eq!(deliveries[0].header("webhook-id"), deliveries[0].json()["id"]);
+        assert_eq!(
+            deliveries[0].header("webhook-id"),
+            deliveries[1].header("webhook-id")
+        );
+        assert_eq!(
+            deliveries[0].header("webhook-id"),
+            deliveries[0].json()["id"]
+        );
     }
     for (received, secret) in to_a
         .iter()
@@ -345,8 +352,8 @@ async fn webhooks_are_signed_retried_under_one_id_and_kept_per_organization() {
         .chain(to_b.iter().map(|r| (r, &b_secret)))
     {
         let ts: i64 = received.header("webhook-timestamp").parse().unwrap();
-        let expected = webhooks::sign(secret, received.header("webhook-id"), ts, &received.body)
-            .unwrap();
+        let expected =
+            webhooks::sign(secret, received.header("webhook-id"), ts, &received.body).unwrap();
         assert_eq!(received.header("webhook-signature"), expected);
         assert!((chrono::Utc::now().timestamp() - ts).abs() < 60);
     }
@@ -358,10 +365,7 @@ async fn webhooks_are_signed_retried_under_one_id_and_kept_per_organization() {
         .unwrap()
         .unwrap();
     assert_eq!(attempts.len(), 6);
-    assert_eq!(
-        attempts.iter().filter(|t| t.outcome == "retry").count(),
-        3
-    );
+    assert_eq!(attempts.iter().filter(|t| t.outcome == "retry").count(), 3);
     assert!(
         attempts
             .iter()
@@ -375,11 +379,22 @@ async fn webhooks_are_signed_retried_under_one_id_and_kept_per_organization() {
             .all(|t| t.status_code == Some(204) && t.attempt == 2)
     );
     // another organization sees none of it
-    assert!(store.list_webhook_attempts(b, a_endpoint, 50).await.unwrap().is_none());
+    assert!(
+        store
+            .list_webhook_attempts(b, a_endpoint, 50)
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // a rotated secret: both sign for a day
     store
-        .rotate_webhook_secret(a, a_endpoint, &webhooks::new_secret(), Duration::from_secs(86_400))
+        .rotate_webhook_secret(
+            a,
+            a_endpoint,
+            &webhooks::new_secret(),
+            Duration::from_secs(86_400),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -389,11 +404,13 @@ async fn webhooks_are_signed_retried_under_one_id_and_kept_per_organization() {
     let signatures: Vec<&str> = rotated.header("webhook-signature").split(' ').collect();
     assert_eq!(signatures.len(), 2, "{signatures:?}");
     let ts: i64 = rotated.header("webhook-timestamp").parse().unwrap();
-    assert!(signatures.contains(
-        &webhooks::sign(&a_secret, rotated.header("webhook-id"), ts, &rotated.body)
-            .unwrap()
-            .as_str()
-    ));
+    assert!(
+        signatures.contains(
+            &webhooks::sign(&a_secret, rotated.header("webhook-id"), ts, &rotated.body)
+                .unwrap()
+                .as_str()
+        )
+    );
 }
 
 #[tokio::test]
@@ -525,6 +542,10 @@ async fn jobs_inserted_in_any_status_keep_their_statuses() {
     // the factory inserts outcome rows straight: their events are written too
     let db = TestDb::new().await;
     let client = db.client().await;
-    let id = Job::new().status(JobStatus::Sent).attempts(1).insert(&client).await;
+    let id = Job::new()
+        .status(JobStatus::Sent)
+        .attempts(1)
+        .insert(&client)
+        .await;
     assert_eq!(types(&events_of(&client, id).await), ["notification.sent"]);
 }

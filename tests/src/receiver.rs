@@ -26,7 +26,10 @@ pub struct Received {
 
 impl Received {
     pub fn header(&self, name: &str) -> &str {
-        self.headers.get(name).map(String::as_str).unwrap_or_default()
+        self.headers
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or_default()
     }
 
     /// The body as JSON (`Null` when it is not).
@@ -74,7 +77,11 @@ impl Receiver {
 
     /// `http://127.0.0.1:PORT/PATH`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}/{}", self.port, path.trim_start_matches('/'))
+        format!(
+            "http://127.0.0.1:{}/{}",
+            self.port,
+            path.trim_start_matches('/')
+        )
     }
 
     /// Every request so far, in arrival order.
@@ -91,10 +98,7 @@ async fn serve(mut stream: TcpStream, script: Script, log: Arc<Mutex<Vec<Receive
         let (status, delay) = {
             let mut log = log.lock().expect("not poisoned");
             let id = request.header("webhook-id").to_owned();
-            let before = log
-                .iter()
-                .filter(|r| r.header("webhook-id") == id)
-                .count();
+            let before = log.iter().filter(|r| r.header("webhook-id") == id).count();
             let (status, delay) = script(&request, before);
             log.push(Received {
                 answered: status,

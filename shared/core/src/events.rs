@@ -20,9 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-pub use crate::domain::status_event::{
-    EVENT_DETAIL_TYPE, EVENT_SOURCE, EVENT_TYPES, StatusEvent,
-};
+pub use crate::domain::status_event::{EVENT_DETAIL_TYPE, EVENT_SOURCE, EVENT_TYPES, StatusEvent};
 pub use crate::store::events::*;
 pub use dispatch::{DispatchSummary, EventsConfig, dispatch};
 

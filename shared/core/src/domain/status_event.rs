@@ -49,9 +49,7 @@ impl StatusEvent {
         serde_json::to_string(&Envelope {
             id: self.id,
             event_type: &self.event_type,
-            timestamp: self
-                .timestamp
-                .to_rfc3339_opts(SecondsFormat::Millis, true),
+            timestamp: self.timestamp.to_rfc3339_opts(SecondsFormat::Millis, true),
             data: &self.data,
         })
         .unwrap_or_default()

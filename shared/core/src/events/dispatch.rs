@@ -332,9 +332,7 @@ async fn post(
                 };
                 let error = match (&response.error, response.status) {
                     (Some(error), _) => Some(error.clone()),
-                    (None, Some(status)) if !response.delivered() => {
-                        Some(format!("HTTP {status}"))
-                    }
+                    (None, Some(status)) if !response.delivered() => Some(format!("HTTP {status}")),
                     _ => None,
                 };
                 WebhookResult {

@@ -122,8 +122,7 @@ pub trait EventStore: Send + Sync {
     ) -> Result<Vec<ClaimedWebhook>, StoreError>;
     /// Records webhook attempts (fenced), ends delivered and dead deliveries, and keeps each
     /// endpoint's failing streak (disabling it past [`DISABLE_AFTER`]).
-    async fn complete_webhooks(&self, done: &[WebhookResult])
-    -> Result<WebhookReport, StoreError>;
+    async fn complete_webhooks(&self, done: &[WebhookResult]) -> Result<WebhookReport, StoreError>;
     /// Whether any organization has an enabled webhook endpoint.
     async fn any_webhook_endpoint(&self) -> Result<bool, StoreError>;
     /// The age of the oldest due webhook delivery (zero when none waits).
@@ -145,8 +144,10 @@ pub trait EventStore: Send + Sync {
         events: Option<&[String]>,
         secret: &str,
     ) -> Result<Option<WebhookEndpoint>, StoreError>;
-    async fn list_webhooks(&self, organization_id: Uuid)
-    -> Result<Vec<WebhookEndpoint>, StoreError>;
+    async fn list_webhooks(
+        &self,
+        organization_id: Uuid,
+    ) -> Result<Vec<WebhookEndpoint>, StoreError>;
     /// `false`: no such endpoint in this organization.
     async fn delete_webhook(&self, organization_id: Uuid, id: Uuid) -> Result<bool, StoreError>;
     /// Makes `secret` the endpoint's secret; the old one keeps signing for `overlap`.

@@ -104,10 +104,7 @@ impl EventStore for PgStore {
             .collect())
     }
 
-    async fn complete_webhooks(
-        &self,
-        done: &[WebhookResult],
-    ) -> Result<WebhookReport, StoreError> {
+    async fn complete_webhooks(&self, done: &[WebhookResult]) -> Result<WebhookReport, StoreError> {
         if done.is_empty() {
             return Ok(WebhookReport::default());
         }
@@ -159,9 +156,7 @@ impl EventStore for PgStore {
     async fn sweep_dispatch(&self, older_than: Duration) -> Result<(u64, u64), StoreError> {
         let secs = older_than.as_secs_f64();
         let now: Option<chrono::DateTime<chrono::Utc>> = None;
-        let row = self
-            .query_one(&sql::SWEEP_DISPATCH, &[&secs, &now])
-            .await?;
+        let row = self.query_one(&sql::SWEEP_DISPATCH, &[&secs, &now]).await?;
         Ok((count(row.events), count(row.deliveries)))
     }
 
@@ -237,7 +232,10 @@ impl EventStore for PgStore {
     ) -> Result<Option<Vec<WebhookAttemptView>>, StoreError> {
         let limit = i64::from(limit);
         let rows = self
-            .query(&sql::LIST_WEBHOOK_ATTEMPTS, &[&id, &organization_id, &limit])
+            .query(
+                &sql::LIST_WEBHOOK_ATTEMPTS,
+                &[&id, &organization_id, &limit],
+            )
             .await?;
         if rows.is_empty() {
             return Ok(None);

@@ -131,7 +131,10 @@ async fn run(s: &mut Suite) -> Row {
         row.runs += 2;
         let waiting = count(&client, "SELECT count(*) FROM webhook_deliveries").await;
         if waiting == 0 || Instant::now() > deadline {
-            row.check(waiting == 0, format!("no delivery left waiting ({waiting})"));
+            row.check(
+                waiting == 0,
+                format!("no delivery left waiting ({waiting})"),
+            );
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
