@@ -79,104 +79,20 @@ fn mixed_events(n: usize) -> Vec<StatusEvent> {
         .collect()
 }
 
-/// A bus named `bus` with a rule sending its bounces to a new queue; returns the queue's URL.
-async fn bounces_to_a_queue(
-    sdk: &aws_config::SdkConfig,
-    events: &aws_sdk_eventbridge::Client,
-    bus: &str,
-) -> String {
-    let sqs = aws_sdk_sqs::Client::new(sdk);
-    events
-        .create_event_bus()
-        .name(bus)
-        .send()
-        .await
-        .expect("create the bus");
-    let queue_url = sqs
-        .create_queue()
-        .queue_name(unique("bounces"))
-        .send()
-        .await
-        .expect("create the queue")
-        .queue_url()
-        .expect("a queue URL")
-        .to_owned();
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(&queue_url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .expect("read the queue's ARN");
-    let queue_arn = attributes
-        .attributes()
-        .and_then(|a| a.get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
-        .expect("the queue's ARN")
-        .to_owned();
-    let pattern = json!({
-        "source": [EVENT_SOURCE],
-        "detail-type": [EVENT_DETAIL_TYPE],
-        "detail": {"type": [BOUNCED]},
-    });
-    events
-        .put_rule()
-        .name("bounces")
-        .event_bus_name(bus)
-        .event_pattern(pattern.to_string())
-        .send()
-        .await
-        .expect("create the rule");
-    events
-        .put_targets()
-        .rule("bounces")
-        .event_bus_name(bus)
-        .targets(
-            aws_sdk_eventbridge::types::Target::builder()
-                .id("queue")
-                .arn(queue_arn)
-                .build()
-                .expect("a target"),
-        )
-        .send()
-        .await
-        .expect("target the queue");
-    queue_url
-}
-
-/// The queue's messages as JSON, read until `wanted` have arrived or 30 s have passed, then
-/// once more (briefly) to catch any beyond them.
-async fn read_queue(sdk: &aws_config::SdkConfig, queue_url: &str, wanted: usize) -> Vec<Value> {
-    let sqs = aws_sdk_sqs::Client::new(sdk);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut bodies = Vec::new();
-    let mut extra_look = false;
-    loop {
-        let received = sqs
-            .receive_message()
-            .queue_url(queue_url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .expect("receive from the queue");
-        for message in received.messages() {
-            let body = message.body().expect("a message body");
-            bodies.push(serde_json::from_str(body).expect("a JSON event"));
-        }
-        if extra_look || Instant::now() > deadline {
-            break;
-        }
-        extra_look = bodies.len() >= wanted;
-    }
-    bodies
-}
-
 #[tokio::test]
 async fn published_events_reach_the_rule_that_matches_them_as_their_envelopes() {
     let sdk = sdk(&stand_in::endpoint()).await;
-    let client = aws_sdk_eventbridge::Client::new(&sdk);
     let bus_name = unique("notify-events");
-    let queue_url = bounces_to_a_queue(&sdk, &client, &bus_name).await;
+    let queue_url = stand_in::rule_to_queue(
+        &sdk,
+        &bus_name,
+        json!({
+            "source": [EVENT_SOURCE],
+            "detail-type": [EVENT_DETAIL_TYPE],
+            "detail": {"type": [BOUNCED]},
+        }),
+    )
+    .await;
     let bus = event_bus_from(&sdk, &bus_name);
     assert_eq!(bus.bus_name(), bus_name);
 
@@ -194,7 +110,7 @@ async fn published_events_reach_the_rule_that_matches_them_as_their_envelopes() 
         .map(|e| (e.id.to_string(), e))
         .collect();
     assert_eq!(bounced.len(), 8);
-    let received = read_queue(&sdk, &queue_url, bounced.len()).await;
+    let received = stand_in::read_queue(&sdk, &queue_url, bounced.len()).await;
     let mut seen = Vec::new();
     for message in &received {
         let detail = &message["detail"];

@@ -278,7 +278,11 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
     assert_eq!(
         summary,
         json!({"claimed": 2, "sent": 2, "retried": 0, "held": 0, "dead": 0, "released": 0,
-               "fenced": 0, "batches": 1}),
+               "fenced": 0, "batches": 1,
+               // no bus and no webhook endpoint here: the dispatch had nothing to do
+               "events": {"published": 0, "publish_failed": 0, "webhooks_delivered": 0,
+                          "webhooks_failed": 0, "webhooks_dead": 0, "endpoints_disabled": 0,
+                          "fenced": 0, "webhook_backlog_age_secs": 0}}),
         "worker summary"
     );
     // the worker's output: one EMF document with every documented worker metric, and the
@@ -483,7 +487,8 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
         summary,
         json!({"requeued": 0, "dead": 0, "expired": 0, "feedback_pruned": 0,
                "history": {"added": 0, "dropped": 0, "dropped_days": ""},
-               "feedback_applied": 0, "feedback_dropped": 0}),
+               "feedback_applied": 0, "feedback_dropped": 0, "dispatch_swept": 0,
+               "events_pruned": 0}),
         "sweeper summary"
     );
 

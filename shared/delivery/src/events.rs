@@ -60,19 +60,19 @@ pub async fn event_bus(bus_name: &str) -> EventBridgeBus {
 /// it is at least once anyway (the outbox publishes an event again whenever its outcome is
 /// not recorded) and every event carries its `id` for consumers to drop a repeat.
 pub fn event_bus_from(sdk: &aws_config::SdkConfig, bus_name: &str) -> EventBridgeBus {
-    // each call (the SDK's retries included) within CALL_TIMEOUT: a hung call must not eat
-    // the time the worker keeps for its dispatch
+    // each request within CALL_TIMEOUT (the SDK's retries each get their own): a hung call
+    // must not eat the time the worker keeps for its dispatch
     let config = aws_sdk_eventbridge::config::Builder::from(sdk)
         .timeout_config(
             aws_sdk_eventbridge::config::timeout::TimeoutConfig::builder()
-                .operation_timeout(CALL_TIMEOUT)
+                .operation_attempt_timeout(CALL_TIMEOUT)
                 .build(),
         )
         .build();
     EventBridgeBus::new(aws_sdk_eventbridge::Client::from_conf(config), bus_name)
 }
 
-/// The longest one `PutEvents` call may take, its retries included.
+/// The longest one `PutEvents` request may take (each of the SDK's retries as long).
 pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Status events on one EventBridge bus, through `PutEvents`.
