@@ -167,6 +167,11 @@ async fn send_sms(watch: &Watch, org: Uuid, to: &str, extra: Value) -> String {
     reply.json()["id"].as_str().unwrap().to_owned()
 }
 
+/// The id `POST /webhooks` answered.
+fn created_id(created: &Value) -> String {
+    created["id"].as_str().expect("an id").to_owned()
+}
+
 /// The type and notification id of a received delivery.
 fn what(delivery: &Value) -> (String, String) {
     let body: Value = serde_json::from_str(delivery["body"].as_str().unwrap()).unwrap();
@@ -257,10 +262,29 @@ async fn signed_events_reach_each_organizations_webhooks_and_the_bus_under_watch
     assert_eq!(first["events"]["webhooks_delivered"], 1, "{first}");
     assert_eq!(first["events"]["webhooks_failed"], 3, "{first}");
     assert_eq!(first["events"]["published"], 4, "{first}");
+    // a's endpoint failed every call so far: its GET says since when
+    let a_id = created_id(&a_hook);
+    let endpoint = call(&watch, "GET", a, &format!("/webhooks/{a_id}"), None).await;
+    assert_eq!(endpoint.status, 200, "{endpoint:?}");
+    assert!(
+        endpoint.json()["failing_since"].is_string(),
+        "{}",
+        endpoint.body
+    );
+    assert_eq!(endpoint.json()["disabled"], false);
+    assert!(endpoint.json().get("secret").is_none());
+    let hidden = call(&watch, "GET", b, &format!("/webhooks/{a_id}"), None).await;
+    assert_eq!(hidden.status, 404, "another organization's endpoint");
     // the retry is due about 5 s later
     tokio::time::sleep(Duration::from_secs(6)).await;
     let second = watch.invoke("worker", SCHEDULED, CALL).await;
     assert_eq!(second["events"]["webhooks_delivered"], 3, "{second}");
+    let endpoint = call(&watch, "GET", a, &format!("/webhooks/{a_id}"), None).await;
+    assert!(
+        endpoint.json()["failing_since"].is_null(),
+        "it answers again: {}",
+        endpoint.body
+    );
 
     // every delivery verified by standardwebhooks; each organization's to its own endpoint
     let to_a = flaky.received();
@@ -307,7 +331,6 @@ async fn signed_events_reach_each_organizations_webhooks_and_the_bus_under_watch
     }
 
     // the deliveries list shows the retry and the delivery
-    let a_id = a_hook["id"].as_str().unwrap();
     let attempts = call(
         &watch,
         "GET",

@@ -25,6 +25,7 @@ pub(crate) enum Route {
     RemoveSuppression(String),
     CreateWebhook,
     ListWebhooks,
+    GetWebhook(String),
     DeleteWebhook(String),
     RotateWebhookSecret(String),
     ListWebhookAttempts(String),
@@ -121,12 +122,17 @@ pub(crate) fn route(req: &Request) -> Result<(Route, &'static str), ApiError> {
             _ => (None, "/webhooks", "GET, POST"),
         },
         ["webhooks", id] => match method {
+            Method::GET => (
+                Some(Route::GetWebhook((*id).to_owned())),
+                "GET /webhooks/{id}",
+                "DELETE, GET",
+            ),
             Method::DELETE => (
                 Some(Route::DeleteWebhook((*id).to_owned())),
                 "DELETE /webhooks/{id}",
-                "DELETE",
+                "DELETE, GET",
             ),
-            _ => (None, "/webhooks/{id}", "DELETE"),
+            _ => (None, "/webhooks/{id}", "DELETE, GET"),
         },
         ["webhooks", id, "rotate-secret"] => match method {
             Method::POST => (

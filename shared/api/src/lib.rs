@@ -246,6 +246,7 @@ impl Ingest {
             }
             Route::CreateWebhook => self.create_webhook(req, organization_id).await,
             Route::ListWebhooks => self.list_webhooks(organization_id).await,
+            Route::GetWebhook(id) => self.get_webhook(organization_id, &id).await,
             Route::DeleteWebhook(id) => self.delete_webhook(organization_id, &id).await,
             Route::RotateWebhookSecret(id) => {
                 self.rotate_webhook_secret(organization_id, &id).await

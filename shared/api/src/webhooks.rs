@@ -1,5 +1,5 @@
 //! An organization's webhook endpoints: `POST /webhooks`, `GET /webhooks`,
-//! `DELETE /webhooks/{id}`, `POST /webhooks/{id}/rotate-secret` and
+//! `GET /webhooks/{id}`, `DELETE /webhooks/{id}`, `POST /webhooks/{id}/rotate-secret` and
 //! `GET /webhooks/{id}/deliveries`.
 //!
 //! An endpoint's URL is checked at registration (https, a public address once its host is
@@ -127,6 +127,17 @@ impl Ingest {
     pub(super) async fn list_webhooks(&self, organization_id: Uuid) -> Answer {
         let endpoints = self.store.list_webhooks(organization_id).await?;
         Ok((StatusCode::OK, json!({ "items": endpoints }), None))
+    }
+
+    /// `GET /webhooks/{id}`: the endpoint (without its secret): whether it is disabled, and
+    /// since when it fails. An organization has a handful at most, so this reads its list.
+    pub(super) async fn get_webhook(&self, organization_id: Uuid, id: &str) -> Answer {
+        let id = parse_id(id)?;
+        let endpoints = self.store.list_webhooks(organization_id).await?;
+        match endpoints.iter().find(|e| e.id == id) {
+            Some(endpoint) => Ok((StatusCode::OK, to_json(endpoint), None)),
+            None => Err(no_endpoint()),
+        }
     }
 
     /// `DELETE /webhooks/{id}`: 204; its waiting deliveries are dropped with it.
