@@ -549,3 +549,37 @@ async fn jobs_inserted_in_any_status_keep_their_statuses() {
         .await;
     assert_eq!(types(&events_of(&client, id).await), ["notification.sent"]);
 }
+
+#[tokio::test]
+async fn retention_drops_old_events_attempts_and_their_waiting_deliveries() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let client = db.client().await;
+    let org = Uuid::new_v4();
+    let down = Receiver::start(Arc::new(|_, _| (500, Duration::ZERO))).await;
+    endpoint(&store, org, &down.url("down"), None).await;
+    sent_jobs(&store, &client, org, 3).await;
+    dispatch(&store, &local()).await;
+    // two of the events (and every attempt) are 31 days old; one delivery of an old event
+    // still waits (its endpoint, say, disabled)
+    client
+        .batch_execute(
+            "UPDATE status_events SET created_at = now() - interval '31 days'
+             WHERE id IN (SELECT id FROM status_events ORDER BY sequence LIMIT 2);
+             UPDATE webhook_attempts SET started_at = now() - interval '31 days';",
+        )
+        .await
+        .unwrap();
+    let (events, attempts) = store.prune_events(30, 1000).await.unwrap();
+    assert_eq!((events, attempts), (2, 3));
+    let count = |sql| integration_tests::count(&client, sql);
+    assert_eq!(count("SELECT count(*) FROM status_events").await, 1);
+    assert_eq!(count("SELECT count(*) FROM webhook_attempts").await, 0);
+    assert_eq!(
+        count("SELECT count(*) FROM webhook_deliveries").await,
+        1,
+        "the young event's delivery stays, the old ones' went with them"
+    );
+    // nothing older left: a second run drops nothing
+    assert_eq!(store.prune_events(30, 1000).await.unwrap(), (0, 0));
+}

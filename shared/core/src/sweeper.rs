@@ -275,10 +275,12 @@ pub async fn run_once(
         step(
             "prune_events",
             until_done(config.batch_size, &mut summary.events_pruned, || async {
+                // both counted; a statement that filled its batch of either kind has a
+                // sum at least the batch, so the loop goes on while either may have more
                 let (events, attempts) = store
                     .prune_events(config.retention_days, config.batch_size)
                     .await?;
-                Ok(events.max(attempts))
+                Ok(events + attempts)
             })
             .await,
         );
