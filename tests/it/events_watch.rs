@@ -14,7 +14,6 @@ use integration_tests::watch::{CALL, FIRST_CALL, Reply, Watch, root, scratch_dir
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-const SENDER: &str = "noreply@notify-tests.example.com";
 const SCHEDULED: &str = "tests/fixtures/events/scheduled.json";
 
 /// The Python of `.venv-tools`, where `make test` installs `standardwebhooks`.
@@ -108,29 +107,12 @@ impl Drop for PyReceiver {
     }
 }
 
-/// The functions' settings under watch: this test's database, the stand-in, the local
-/// organization header, and `extra`.
+/// The functions' settings under watch (`crate::watch::settings`: this test's database, the
+/// stand-in, the local organization header, `RUST_LOG=info`), and `extra`.
 async fn settings(db: &TestDb, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-    stand_in::verify_sender(SENDER).await;
     let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
     let url = notify_postgres::db::url_with_dbname(&server, &db.name).expect("a postgres:// URL");
-    let mut env: Vec<(&str, String)> = vec![
-        ("DATABASE_URL", url),
-        ("MIGRATE_ON_START", "true".into()),
-        ("ALLOW_ORG_HEADER", "true".into()),
-        ("EMAIL_FROM", SENDER.into()),
-        ("RUST_LOG", "info".into()),
-    ];
-    for name in [
-        "AWS_ENDPOINT_URL",
-        "AWS_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-    ] {
-        let value = std::env::var(name)
-            .unwrap_or_else(|_| panic!("{name} is not set: run the tests with `make test`"));
-        env.push((name, value));
-    }
+    let mut env = crate::watch::settings(url, ("RUST_LOG", "info")).await;
     env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
     env
 }

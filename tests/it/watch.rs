@@ -68,7 +68,10 @@ fn feedback_event(dir: &Path, name: &str, message_id: &str) -> String {
 
 /// The functions' settings under watch: this test's database (`url`), the stand-in (its
 /// sender verified), the local organization header, and the log level `level`.
-async fn settings(url: String, level: (&'static str, &str)) -> Vec<(&'static str, String)> {
+pub(crate) async fn settings(
+    url: String,
+    level: (&'static str, &str),
+) -> Vec<(&'static str, String)> {
     stand_in::verify_sender(SENDER).await;
     let mut env: Vec<(&str, String)> = vec![
         ("DATABASE_URL", url),
