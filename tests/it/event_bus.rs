@@ -9,7 +9,6 @@
 //! running at once never read each other's events.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use integration_tests::proxy::Proxy;
@@ -191,16 +190,9 @@ fn internal_failure() -> Vec<u8> {
     .into_bytes()
 }
 
-async fn answering(response: Vec<u8>) -> Proxy {
-    let nowhere: SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let mut proxy = Proxy::start(nowhere).await;
-    proxy.answer_with(Some(response)).await;
-    proxy
-}
-
 #[tokio::test]
 async fn an_entry_the_bus_fails_is_sent_in_three_calls_then_reported_with_its_code() {
-    let proxy = answering(every_entry_failed(1)).await;
+    let proxy = Proxy::answering(every_entry_failed(1)).await;
     let bus: EventBridgeBus = event_bus_from(&sdk(&proxy.endpoint()).await, "bus");
     let results = bus.publish(&mixed_events(1)).await;
     assert_eq!(
@@ -219,7 +211,7 @@ async fn an_entry_the_bus_fails_is_sent_in_three_calls_then_reported_with_its_co
 
 #[tokio::test]
 async fn a_call_that_fails_whole_is_retried_by_the_sdk_and_not_again_by_the_adapter() {
-    let proxy = answering(internal_failure()).await;
+    let proxy = Proxy::answering(internal_failure()).await;
     let bus = event_bus_from(&sdk(&proxy.endpoint()).await, "bus");
     let results = bus.publish(&mixed_events(2)).await;
     for result in &results {

@@ -5,8 +5,6 @@
 //! the job's, retried by the worker with its backoff and recorded as an attempt. Through the
 //! real SDKs, against a proxy that answers every request with the provider's own 5xx.
 
-use std::net::SocketAddr;
-
 use integration_tests::proxy::Proxy;
 use notify_core::delivery::classify::ErrorClass;
 use notify_core::delivery::{Deliverer, DeliveryConfig};
@@ -38,14 +36,6 @@ fn ses_internal_failure() -> Vec<u8> {
         body.len()
     )
     .into_bytes()
-}
-
-/// A proxy that answers every request with `response` (its upstream is never reached).
-async fn answering(response: Vec<u8>) -> Proxy {
-    let nowhere: SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let mut proxy = Proxy::start(nowhere).await;
-    proxy.answer_with(Some(response)).await;
-    proxy
 }
 
 /// aws-config's defaults, as the worker loads them, with the proxy as the endpoint.
@@ -88,7 +78,7 @@ async fn each_provider_call_is_one_request_whatever_the_provider_answers() {
         (Channel::Sms, sns_internal_error(), "InternalError"),
         (Channel::Email, ses_internal_failure(), "InternalFailure"),
     ] {
-        let proxy = answering(response).await;
+        let proxy = Proxy::answering(response).await;
         let deliverer = notify_delivery::deliverer_from(
             &sdk(&proxy.endpoint()).await,
             &DeliveryConfig::new("noreply@example.com"),
@@ -112,7 +102,7 @@ async fn each_provider_call_is_one_request_whatever_the_provider_answers() {
 /// same answer, sends the same message three times.
 #[tokio::test]
 async fn the_sdks_default_retries_would_have_sent_three_requests() {
-    let proxy = answering(sns_internal_error()).await;
+    let proxy = Proxy::answering(sns_internal_error()).await;
     let client = aws_sdk_sns::Client::new(&sdk(&proxy.endpoint()).await);
     let sms = notify_delivery::SnsSms::new(client, None);
     let err = sms.deliver(&job(Channel::Sms)).await.unwrap_err();

@@ -68,6 +68,14 @@ impl Proxy {
             .store(delay.as_millis() as u64, Ordering::Relaxed);
     }
 
+    /// A proxy that answers every request with `response`: its upstream is never reached.
+    pub async fn answering(response: Vec<u8>) -> Self {
+        let nowhere: SocketAddr = "127.0.0.1:9".parse().expect("an address");
+        let mut proxy = Self::start(nowhere).await;
+        proxy.answer_with(Some(response)).await;
+        proxy
+    }
+
     /// From now on answers every HTTP request with `response` (a whole HTTP/1.1 response),
     /// or forwards again with `None`. Open connections are closed, so a client's pooled ones
     /// cannot slip past the switch.

@@ -12,7 +12,7 @@ use notify_core::events::{
     ClaimedEvent, ClaimedWebhook, DISABLE_AFTER, EventStore, MAX_ENDPOINTS, Published, StatusEvent,
     WebhookAttemptView, WebhookEndpoint, WebhookReport, WebhookResult,
 };
-use notify_core::store::StoreError;
+use notify_core::store::{Now, StoreError};
 
 fn endpoint(row: sql::WebhookEndpointRow) -> WebhookEndpoint {
     WebhookEndpoint {
@@ -27,6 +27,9 @@ fn endpoint(row: sql::WebhookEndpointRow) -> WebhookEndpoint {
     }
 }
 
+/// The current time the statements take: `None`, the database's clock.
+const NOW: Now = None;
+
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
@@ -35,8 +38,7 @@ fn count(n: i64) -> u64 {
 impl EventStore for PgStore {
     async fn claim_events(&self, limit: u32) -> Result<Vec<ClaimedEvent>, StoreError> {
         let limit = i64::from(limit);
-        let now: Option<chrono::DateTime<chrono::Utc>> = None;
-        let rows = self.query(&sql::CLAIM_EVENTS, &[&limit, &now]).await?;
+        let rows = self.query(&sql::CLAIM_EVENTS, &[&limit, &NOW]).await?;
         Ok(rows
             .into_iter()
             .map(|row| ClaimedEvent {
@@ -62,11 +64,10 @@ impl EventStore for PgStore {
         let retry: Vec<Option<chrono::DateTime<chrono::Utc>>> =
             done.iter().map(|p| p.retry_at).collect();
         let errors: Vec<Option<&str>> = done.iter().map(|p| p.error.as_deref()).collect();
-        let now: Option<chrono::DateTime<chrono::Utc>> = None;
         let rows = self
             .query(
                 &sql::COMPLETE_EVENTS,
-                &[&ids, &tokens, &retry, &errors, &now],
+                &[&ids, &tokens, &retry, &errors, &NOW],
             )
             .await?;
         Ok(rows.len() as u64)
@@ -78,9 +79,8 @@ impl EventStore for PgStore {
         per_endpoint: u32,
     ) -> Result<Vec<ClaimedWebhook>, StoreError> {
         let (limit, per_endpoint) = (i64::from(limit), i64::from(per_endpoint));
-        let now: Option<chrono::DateTime<chrono::Utc>> = None;
         let rows = self
-            .query(&sql::CLAIM_WEBHOOKS, &[&limit, &per_endpoint, &now])
+            .query(&sql::CLAIM_WEBHOOKS, &[&limit, &per_endpoint, &NOW])
             .await?;
         Ok(rows
             .into_iter()
@@ -118,7 +118,6 @@ impl EventStore for PgStore {
         let errors: Vec<Option<&str>> = done.iter().map(|r| r.error.as_deref()).collect();
         let started: Vec<chrono::DateTime<chrono::Utc>> =
             done.iter().map(|r| r.started_at).collect();
-        let now: Option<chrono::DateTime<chrono::Utc>> = None;
         let disable_after = DISABLE_AFTER.as_secs_f64();
         let row = self
             .query_one(
@@ -132,7 +131,7 @@ impl EventStore for PgStore {
                     &latencies,
                     &errors,
                     &started,
-                    &now,
+                    &NOW,
                     &disable_after,
                 ],
             )
@@ -148,15 +147,13 @@ impl EventStore for PgStore {
     }
 
     async fn webhook_backlog_age(&self) -> Result<Duration, StoreError> {
-        let now: Option<chrono::DateTime<chrono::Utc>> = None;
-        let row = self.query_one(&sql::WEBHOOK_BACKLOG, &[&now]).await?;
+        let row = self.query_one(&sql::WEBHOOK_BACKLOG, &[&NOW]).await?;
         Ok(Duration::try_from_secs_f64(row.age.max(0.0)).unwrap_or_default())
     }
 
     async fn sweep_dispatch(&self, older_than: Duration) -> Result<(u64, u64), StoreError> {
         let secs = older_than.as_secs_f64();
-        let now: Option<chrono::DateTime<chrono::Utc>> = None;
-        let row = self.query_one(&sql::SWEEP_DISPATCH, &[&secs, &now]).await?;
+        let row = self.query_one(&sql::SWEEP_DISPATCH, &[&secs, &NOW]).await?;
         Ok((count(row.events), count(row.deliveries)))
     }
 
@@ -167,9 +164,8 @@ impl EventStore for PgStore {
     ) -> Result<(u64, u64), StoreError> {
         let days = i32::try_from(retention_days).unwrap_or(i32::MAX);
         let limit = i64::from(limit);
-        let now: Option<chrono::DateTime<chrono::Utc>> = None;
         let row = self
-            .query_one(&sql::PRUNE_EVENTS, &[&days, &limit, &now])
+            .query_one(&sql::PRUNE_EVENTS, &[&days, &limit, &NOW])
             .await?;
         Ok((count(row.events), count(row.attempts)))
     }

@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::{Mutant, Scenario};
-use crate::TestDb;
 use crate::factory::Job;
 use crate::faults::api::{SCHEDULED_EVENT, invoke_scheduled};
 use crate::faults::process::Function;
 use crate::faults::suite::WORKER_TIMEOUT;
 use crate::faults::{Row, Suite};
 use crate::receiver::Receiver;
+use crate::{TestDb, count};
 use notify_core::domain::JobStatus;
 
 pub const SCENARIO: Scenario = Scenario {
@@ -224,10 +224,6 @@ fn worker_env(s: &Suite, db: &TestDb) -> Vec<(&'static str, String)> {
         ("WEBHOOK_CONCURRENCY", "4".to_owned()),
     ]);
     env
-}
-
-async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
-    crate::count(client, sql).await
 }
 
 fn random_u64() -> u64 {
