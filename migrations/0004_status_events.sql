@@ -22,13 +22,14 @@ CREATE SEQUENCE status_event_sequence AS bigint;
 -- sweeper deletes older ones that no webhook delivery still needs).
 CREATE TABLE status_events (
     id              uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    sequence        bigint NOT NULL,
+    sequence        bigint NOT NULL DEFAULT nextval('status_event_sequence'),
     organization_id uuid NOT NULL,
     job_id          uuid NOT NULL,
     type            text NOT NULL CHECK (type LIKE 'notification.%'),
     -- when the change happened (the changed row's time)
     created_at      timestamptz NOT NULL,
-    -- the envelope's `data`: no recipient, no body (status_event_data below)
+    -- the envelope's `data` but its `sequence` (the column, added as the envelope is built):
+    -- no recipient, no body (status_event_data below)
     data            jsonb NOT NULL,
     -- the bus: the event waits until published_at is set, claimed like a job
     published_at    timestamptz,
@@ -114,7 +115,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                '\+?\d[\d ().-]{5,}\d', '[redacted]', 'g')
 $$;
 
--- The envelope's `data` of one change (the sequence is added where the event is inserted).
+-- The envelope's `data` of one change, but its sequence (the event's own column).
 CREATE FUNCTION status_event_data(job_id uuid, organization_id uuid, channel text,
                                   status text, previous_status text, attempt int,
                                   provider_message_id text, error_code text,
@@ -145,9 +146,8 @@ $$;
 CREATE FUNCTION status_events_ended() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO status_events (sequence, organization_id, job_id, type, created_at, data,
-                               next_attempt_at)
-    SELECT s.seq, e.organization_id, e.job_id, 'notification.' || e.status, e.updated_at,
+    INSERT INTO status_events (organization_id, job_id, type, created_at, data, next_attempt_at)
+    SELECT e.organization_id, e.job_id, 'notification.' || e.status, e.updated_at,
            status_event_data(e.job_id, e.organization_id,
                              CASE e.provider WHEN 'sns' THEN 'sms' WHEN 'ses' THEN 'email'
                                   ELSE job_channel(e.job_id, e.created_at) END,
@@ -160,11 +160,9 @@ BEGIN
                              CASE WHEN e.status = 'dead'
                                   THEN coalesce(e.error_code, split_part(e.last_error, ':', 1)) END,
                              CASE WHEN e.status IN ('dead', 'expired')
-                                  THEN coalesce(e.error_message, e.last_error) END)
-               || jsonb_build_object('sequence', s.seq),
+                                  THEN coalesce(e.error_message, e.last_error) END),
            e.updated_at
-    FROM ended AS e
-    CROSS JOIN LATERAL (SELECT nextval('status_event_sequence') AS seq) AS s;
+    FROM ended AS e;
     RETURN NULL;
 END
 $$;
@@ -177,19 +175,16 @@ CREATE TRIGGER status_events_ended
 CREATE FUNCTION status_events_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO status_events (sequence, organization_id, job_id, type, created_at, data,
-                               next_attempt_at)
-    SELECT s.seq, n.organization_id, n.job_id, 'notification.' || n.status, n.updated_at,
+    INSERT INTO status_events (organization_id, job_id, type, created_at, data, next_attempt_at)
+    SELECT n.organization_id, n.job_id, 'notification.' || n.status, n.updated_at,
            status_event_data(n.job_id, n.organization_id,
                              CASE n.provider WHEN 'sns' THEN 'sms' WHEN 'ses' THEN 'email'
                                   ELSE job_channel(n.job_id, n.created_at) END,
                              n.status::text, o.status::text, n.tries, n.provider_message_id,
-                             NULL, NULL)
-               || jsonb_build_object('sequence', s.seq),
+                             NULL, NULL),
            n.updated_at
     FROM after_change AS n
     JOIN before_change AS o ON o.job_id = n.job_id AND o.created_at = n.created_at
-    CROSS JOIN LATERAL (SELECT nextval('status_event_sequence') AS seq) AS s
     WHERE n.status IS DISTINCT FROM o.status;
     RETURN NULL;
 END
@@ -204,16 +199,13 @@ CREATE TRIGGER status_events_changed
 CREATE FUNCTION status_events_requeued() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO status_events (sequence, organization_id, job_id, type, created_at, data,
-                               next_attempt_at)
-    SELECT s.seq, r.organization_id, r.job_id, 'notification.requeued', now(),
+    INSERT INTO status_events (organization_id, job_id, type, created_at, data, next_attempt_at)
+    SELECT r.organization_id, r.job_id, 'notification.requeued', now(),
            status_event_data(r.job_id, r.organization_id, q.channel, 'pending',
-                             r.status::text, r.tries, NULL, NULL, NULL)
-               || jsonb_build_object('sequence', s.seq),
+                             r.status::text, r.tries, NULL, NULL, NULL),
            now()
     FROM removed AS r
-    JOIN job_queue AS q ON q.id = r.job_id
-    CROSS JOIN LATERAL (SELECT nextval('status_event_sequence') AS seq) AS s;
+    JOIN job_queue AS q ON q.id = r.job_id;
     RETURN NULL;
 END
 $$;
@@ -227,18 +219,15 @@ CREATE TRIGGER status_events_requeued
 CREATE FUNCTION status_events_complained() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO status_events (sequence, organization_id, job_id, type, created_at, data,
-                               next_attempt_at)
-    SELECT s.seq, o.organization_id, o.job_id, 'notification.complained', n.applied_at,
+    INSERT INTO status_events (organization_id, job_id, type, created_at, data, next_attempt_at)
+    SELECT o.organization_id, o.job_id, 'notification.complained', n.applied_at,
            status_event_data(o.job_id, o.organization_id, n.channel, o.status::text,
                              o.status::text, n.attempt, n.provider_message_id,
-                             'complaint', n.subtype)
-               || jsonb_build_object('sequence', s.seq),
+                             'complaint', n.subtype),
            n.applied_at
     FROM after_change AS n
     JOIN before_change AS b ON b.id = n.id
     JOIN job_outcomes AS o ON o.job_id = n.job_id
-    CROSS JOIN LATERAL (SELECT nextval('status_event_sequence') AS seq) AS s
     WHERE n.kind = 'complaint' AND b.applied_at IS NULL AND n.applied_at IS NOT NULL;
     RETURN NULL;
 END

@@ -71,6 +71,7 @@ fn mixed_events(n: usize) -> Vec<StatusEvent> {
                 event_type: event_type.to_owned(),
                 timestamp: start + TimeDelta::seconds(i as i64) + TimeDelta::milliseconds(250),
                 organization_id,
+                sequence: i as i64 + 1,
                 data,
             }
         })

@@ -19,11 +19,13 @@ use serde_json::Value;
 use tokio_postgres::Client;
 use uuid::Uuid;
 
-/// `(type, data)` of every event of `job`, in sequence order.
+/// `(type, data)` of every event of `job`, in sequence order (`data` as the envelope has it,
+/// with its `sequence`).
 async fn events_of(client: &Client, job: Uuid) -> Vec<(String, Value)> {
     client
         .query(
-            "SELECT type, data FROM status_events WHERE job_id = $1 ORDER BY sequence",
+            "SELECT type, data || jsonb_build_object('sequence', sequence)
+             FROM status_events WHERE job_id = $1 ORDER BY sequence",
             &[&job],
         )
         .await

@@ -305,6 +305,7 @@ mod tests {
             event_type: "notification.bounced".to_owned(),
             timestamp: Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap(),
             organization_id: uuid::Uuid::from_u128(7),
+            sequence: n as i64,
             data: serde_json::json!({ "pad": "x".repeat(data_bytes) }),
         }
     }

@@ -17,4 +17,4 @@ SET claim_token = gen_random_uuid(),
     attempts    = e.attempts + 1
 FROM due
 WHERE e.id = due.id
-RETURNING e.id, e.type AS event_type, e.created_at, e.organization_id, e.data, e.claim_token, e.attempts
+RETURNING e.id, e.type AS event_type, e.created_at, e.organization_id, e.sequence, e.data, e.claim_token, e.attempts

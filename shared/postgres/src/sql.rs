@@ -335,6 +335,7 @@ rows! {
         event_type: String = TEXT,
         created_at: DateTime<Utc> = TIMESTAMPTZ,
         organization_id: Uuid = UUID,
+        sequence: i64 = INT8,
         data: Value = JSONB,
         claim_token: Uuid = UUID,
         attempts: i32 = INT4,
@@ -353,6 +354,7 @@ rows! {
         event_type: String = TEXT,
         created_at: DateTime<Utc> = TIMESTAMPTZ,
         organization_id: Uuid = UUID,
+        sequence: i64 = INT8,
         data: Value = JSONB,
     }
 

@@ -30,6 +30,10 @@ pub struct StatusEvent {
     pub event_type: String,
     pub timestamp: DateTime<Utc>,
     pub organization_id: Uuid,
+    /// Its place in the order of all changes (the outbox's own column): `data.sequence` in
+    /// the envelope.
+    pub sequence: i64,
+    /// The envelope's `data` as the database built it, but `sequence`.
     pub data: serde_json::Value,
 }
 
@@ -46,11 +50,15 @@ impl StatusEvent {
     /// The envelope as JSON text: `{"id","type","timestamp","data"}`, the body of a webhook
     /// delivery and the `Detail` of an EventBridge entry.
     pub fn envelope(&self) -> String {
+        let mut data = self.data.clone();
+        if let Some(fields) = data.as_object_mut() {
+            fields.insert("sequence".to_owned(), self.sequence.into());
+        }
         serde_json::to_string(&Envelope {
             id: self.id,
             event_type: &self.event_type,
             timestamp: self.timestamp.to_rfc3339_opts(SecondsFormat::Millis, true),
-            data: &self.data,
+            data: &data,
         })
         .unwrap_or_default()
     }

@@ -47,6 +47,7 @@ impl EventStore for PgStore {
                     event_type: row.event_type,
                     timestamp: row.created_at,
                     organization_id: row.organization_id,
+                    sequence: row.sequence,
                     data: row.data,
                 },
                 claim_token: row.claim_token,
@@ -98,6 +99,7 @@ impl EventStore for PgStore {
                     event_type: row.event_type,
                     timestamp: row.created_at,
                     organization_id: row.organization_id,
+                    sequence: row.sequence,
                     data: row.data,
                 },
             })
