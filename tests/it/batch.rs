@@ -153,6 +153,61 @@ async fn item_keys_make_repeats_idempotent_and_conflicts_explicit() {
 }
 
 #[tokio::test]
+async fn each_item_keeps_its_own_priority_and_a_bad_one_is_that_items_error() {
+    let db = TestDb::new().await;
+    let ingest = service(&db).await;
+    let org = new_org();
+    let with = |n: usize, priority: Option<&str>| {
+        let mut v = item(n);
+        if let Some(priority) = priority {
+            v["priority"] = json!(priority);
+        }
+        v
+    };
+    let items = vec![
+        with(0, Some("high")),
+        with(1, Some("low")),
+        with(2, None),
+        with(3, Some("normal")),
+        with(4, Some("urgent")),
+    ];
+    let (status, body) = parts(&ingest.handle(batch(items).org(org).build()).await);
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (body["accepted"].as_u64(), body["invalid"].as_u64()),
+        (Some(4), Some(1))
+    );
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results[4]["status"], "invalid");
+    assert_eq!(results[4]["errors"][0]["field"], "priority");
+    let client = db.client().await;
+    for (i, expected) in ["high", "low", "normal", "normal"].into_iter().enumerate() {
+        let id = results[i]["id"].as_str().unwrap();
+        let row = client
+            .query_one(
+                "SELECT r.priority::text, q.priority::text
+                 FROM job_requests AS r JOIN job_queue AS q USING (id)
+                 WHERE r.id = $1::text::uuid",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (row.get::<_, &str>(0), row.get::<_, &str>(1)),
+            (expected, expected),
+            "item {i}"
+        );
+        let (_, job) = parts(
+            &ingest
+                .handle(ApiRequest::get(Version::V2, id).org(org).build())
+                .await,
+        );
+        assert_eq!(job["priority"], expected, "item {i}");
+    }
+    assert_eq!(rows(&db).await.0, 4, "the invalid item wrote nothing");
+}
+
+#[tokio::test]
 async fn a_bad_envelope_is_refused_whole() {
     let db = TestDb::new().await;
     let ingest = service(&db).await;

@@ -362,6 +362,159 @@ async fn twenty_concurrent_repeats_of_one_key_make_one_job() {
     assert_eq!(job_count(&db).await, 1);
 }
 
+/// The priority a request asked for, as stored: the request's and its queue row's.
+async fn stored_priority(db: &TestDb, id: &str) -> (String, String) {
+    let row = db
+        .client()
+        .await
+        .query_one(
+            "SELECT r.priority::text, q.priority::text
+             FROM job_requests AS r JOIN job_queue AS q USING (id)
+             WHERE r.id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test]
+async fn a_priority_is_stored_and_read_back_by_get_and_the_listing_and_defaults_to_normal() {
+    let db = TestDb::new().await;
+    let ingest = service(&db, false).await;
+    let org = new_org();
+    let mut high = sms();
+    high["priority"] = json!("high");
+    let mut low = email();
+    low["priority"] = json!("low");
+    let mut ids = Vec::new();
+    for (body, expected) in [(high, "high"), (email(), "normal"), (low, "low")] {
+        let (status, created) = parts(
+            &ingest
+                .handle(ApiRequest::post(Version::V2, &body).org(org).build())
+                .await,
+        );
+        assert_eq!(status, StatusCode::ACCEPTED, "{created}");
+        let id = created["id"].as_str().unwrap().to_owned();
+        assert_eq!(
+            stored_priority(&db, &id).await,
+            (expected.to_owned(), expected.to_owned()),
+            "the request and its queue row (which the claim reads)"
+        );
+        for version in [Version::V2, Version::V1] {
+            let (status, job) = parts(
+                &ingest
+                    .handle(ApiRequest::get(version, &id).org(org).build())
+                    .await,
+            );
+            assert_eq!(status, StatusCode::OK, "{job}");
+            assert_eq!(job["priority"], expected, "{version:?}");
+        }
+        ids.push((id, expected));
+    }
+    let (status, page) = parts(
+        &ingest
+            .handle(
+                ApiRequest::new(Version::V2, "GET", "/notifications")
+                    .org(org)
+                    .build(),
+            )
+            .await,
+    );
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let listed: Vec<(String, &str)> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| {
+            (
+                job["id"].as_str().unwrap().to_owned(),
+                job["priority"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(listed, ids, "oldest first, each with its priority");
+    // filtered pages are read otherwise (the queue's rows): the same priorities
+    let (_, pending) = parts(
+        &ingest
+            .handle(
+                ApiRequest::new(Version::V1, "GET", "/notifications?status=pending")
+                    .org(org)
+                    .build(),
+            )
+            .await,
+    );
+    assert_eq!(pending["items"][0]["priority"], "high", "{pending}");
+}
+
+#[tokio::test]
+async fn an_invalid_priority_is_a_400_naming_the_field_and_writes_nothing() {
+    let db = TestDb::new().await;
+    let ingest = service(&db, false).await;
+    for (version, bad) in [
+        (Version::V2, json!("urgent")),
+        (Version::V1, json!("HIGH")),
+        (Version::V2, json!("")),
+        (Version::V2, json!(1)),
+        (Version::V1, json!(null)),
+        (Version::V2, json!(["high"])),
+    ] {
+        let mut body = sms();
+        body["priority"] = bad.clone();
+        let (status, err) = parts(
+            &ingest
+                .handle(ApiRequest::post(version, &body).org(new_org()).build())
+                .await,
+        );
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {err}");
+        assert_eq!(err["error"]["code"], "validation_failed", "{bad}");
+        assert_eq!(
+            err["error"]["fields"],
+            json!([{"field": "priority", "message": "must be \"high\", \"normal\" or \"low\""}]),
+            "{bad}"
+        );
+    }
+    assert_eq!(job_count(&db).await, 0, "no refusal wrote a row");
+}
+
+#[tokio::test]
+async fn a_repeated_key_with_another_priority_conflicts_and_normal_is_no_priority() {
+    let db = TestDb::new().await;
+    let ingest = service(&db, false).await;
+    let org = new_org();
+    let send = |body: Value| {
+        let ingest = &ingest;
+        async move {
+            parts(
+                &ingest
+                    .handle(
+                        ApiRequest::post(Version::V2, &body)
+                            .org(org)
+                            .header("idempotency-key", "login-7")
+                            .build(),
+                    )
+                    .await,
+            )
+        }
+    };
+    let (status, first) = send(sms()).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    let mut normal = sms();
+    normal["priority"] = json!("normal");
+    let (status, again) = send(normal).await;
+    assert_eq!(
+        (status, &again["id"]),
+        (StatusCode::OK, &first["id"]),
+        "the default spelled out is the same request"
+    );
+    let mut high = sms();
+    high["priority"] = json!("high");
+    let (status, err) = send(high).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{err}");
+    assert_eq!(err["error"]["code"], "idempotency_key_reused");
+    assert_eq!(job_count(&db).await, 1);
+}
+
 #[tokio::test]
 async fn a_database_outage_answers_503_and_the_warm_handler_recovers() {
     let db = TestDb::new().await;

@@ -22,6 +22,7 @@ const FIELDS: &[&str] = &[
     "reply_to",
     "send_at",
     "max_attempts",
+    "priority",
     "organization_id",
     "id",
     "status",
@@ -48,6 +49,8 @@ fn text() -> impl Strategy<Value = String> {
         Just("email".to_owned()),
         Just("2030-01-01T00:00:00Z".to_owned()),
         Just("9999-12-31T23:59:59Z".to_owned()),
+        Just("high".to_owned()),
+        Just("low".to_owned()),
     ]
 }
 

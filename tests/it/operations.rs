@@ -191,6 +191,82 @@ async fn a_cancelled_job_is_never_claimed_and_a_requeued_one_keeps_its_history()
     assert_eq!(outcomes, ["dead", "sent"], "the history is kept");
 }
 
+/// A requeued job goes back to its own lane: requeue.sql and requeue_dead.sql copy the
+/// request's priority into the queue row they make.
+#[tokio::test]
+async fn a_requeued_job_keeps_its_priority() {
+    let db = TestDb::new().await;
+    let ingest = service(&db).await;
+    let store = db.store().await;
+    let client = db.client().await;
+    let org = new_org();
+    let mut ids = Vec::new();
+    for priority in ["high", "low"] {
+        let mut body = sms(ids.len());
+        body["priority"] = json!(priority);
+        let (status, created) = parts(
+            &ingest
+                .handle(ApiRequest::post(Version::V2, &body).org(org).build())
+                .await,
+        );
+        assert_eq!(status, StatusCode::ACCEPTED, "{created}");
+        ids.push(created["id"].as_str().unwrap().to_owned());
+    }
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let dead: Vec<_> = claimed
+        .iter()
+        .map(|job| integration_tests::completion(job, Decision::Dead, None))
+        .collect();
+    store
+        .complete(Complete {
+            completions: &dead,
+            now: None,
+        })
+        .await
+        .unwrap();
+
+    // the high one alone, then the low one with every other dead job
+    let (status, body) = parts(
+        &ingest
+            .handle(post(Version::V2, &ids[0], "requeue", org).build())
+            .await,
+    );
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = parts(
+        &ingest
+            .handle(requeue_dead(org, json!({"status": "dead"})).build())
+            .await,
+    );
+    assert_eq!((status, &body), (StatusCode::OK, &json!({"requeued": 1})));
+    for (id, priority) in ids.iter().zip(["high", "low"]) {
+        let queued: String = client
+            .query_one(
+                "SELECT priority::text FROM job_queue WHERE id = $1::text::uuid",
+                &[id],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(queued, priority, "the queue row of {id}");
+        let (_, job) = parts(
+            &ingest
+                .handle(ApiRequest::get(Version::V1, id).org(org).build())
+                .await,
+        );
+        assert_eq!(
+            (job["status"].as_str(), job["priority"].as_str()),
+            (Some("pending"), Some(priority))
+        );
+    }
+}
+
 /// Cancels racing claims: every job ends either cancelled (and never claimed) or claimed
 /// (and the cancel refused), never both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

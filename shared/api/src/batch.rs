@@ -198,4 +198,24 @@ mod tests {
         let small = serde_json::json!({"channel": "sms", "to": "+15555550100", "message": "hi"});
         assert!(new_job(&small, org, now, std::time::Duration::from_secs(3600)).is_ok());
     }
+
+    #[test]
+    fn each_item_has_its_own_priority() {
+        use notify_core::domain::Priority;
+        let (org, now, max_age) = (Uuid::nil(), Utc::now(), std::time::Duration::from_secs(60));
+        let item = |priority: Value| {
+            json!({"channel": "sms", "to": "+15555550100", "message": "hi",
+                   "idempotency_key": "k", "priority": priority})
+        };
+        let job = new_job(&item(json!("low")), org, now, max_age).unwrap();
+        assert_eq!(job.priority, Priority::Low);
+        let plain = json!({"channel": "sms", "to": "+15555550100", "message": "hi"});
+        assert_eq!(
+            new_job(&plain, org, now, max_age).unwrap().priority,
+            Priority::Normal
+        );
+        let errors = new_job(&item(json!("urgent")), org, now, max_age).unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["priority"]);
+    }
 }

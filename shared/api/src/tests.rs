@@ -381,6 +381,15 @@ async fn bad_json_bad_fields_bad_ids_and_bad_keys_are_400() {
             "validation_failed",
         ),
         (
+            request(
+                "POST",
+                "/notifications",
+                JSON,
+                r#"{"channel":"sms","to":"+15555550100","message":"hi","priority":"urgent"}"#,
+            ),
+            "validation_failed",
+        ),
+        (
             request("GET", "/notifications/not-a-uuid", None, ""),
             "invalid_id",
         ),

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use notify_core::domain::{Channel, normalize_recipient};
+use notify_core::domain::{Channel, Priority, normalize_recipient};
 
 pub const MAX_SMS_CHARS: usize = 1600;
 pub const MAX_SUBJECT_CHARS: usize = 998;
@@ -47,6 +47,8 @@ pub struct SendRequest {
     /// The caller's `expires_at`: never sent after it (else `send_at` + the service's
     /// maximum age, see [`SendRequest::into_job`]).
     pub expires_at: Option<DateTime<Utc>>,
+    /// The job's lane (`normal` unless the caller chose another).
+    pub priority: Priority,
     /// SHA-256 of the normalised request, for idempotency.
     pub request_hash: String,
 }
@@ -73,6 +75,7 @@ impl SendRequest {
                     .checked_add_signed(max_age)
                     .unwrap_or(self.send_at)
             }),
+            priority: self.priority,
             idempotency: key.map(|key| notify_core::store::Idempotency {
                 key,
                 request_hash: self.request_hash,
@@ -226,6 +229,7 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
                 "send_at",
                 "expires_at",
                 "max_attempts",
+                "priority",
             ]
         }
         Some(Channel::Email) => {
@@ -264,6 +268,7 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
                 "send_at",
                 "expires_at",
                 "max_attempts",
+                "priority",
             ]
         }
         None => &[],
@@ -277,6 +282,17 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
         1..=MAX_ATTEMPTS_LIMIT,
         i64::from(DEFAULT_MAX_ATTEMPTS),
     ) as i32;
+
+    let priority = match obj.get("priority") {
+        None => Priority::default(),
+        Some(value) => match value.as_str().and_then(Priority::parse) {
+            Some(priority) => priority,
+            None => {
+                fields.error("priority", "must be \"high\", \"normal\" or \"low\"");
+                Priority::default()
+            }
+        },
+    };
 
     let mut send_at_given = None;
     if let Some(raw) = fields.string("send_at", false, 1, 64) {
@@ -313,25 +329,35 @@ pub fn validate(body: &Value, now: DateTime<Utc>) -> Result<SendRequest, Vec<Fie
         return Err(errors);
     };
     let payload = Value::Object(payload);
-    let request_hash = hash(channel, &payload, max_attempts, send_at_given, expires_at);
+    let request_hash = hash(
+        channel,
+        &payload,
+        max_attempts,
+        send_at_given,
+        expires_at,
+        priority,
+    );
     Ok(SendRequest {
         channel,
         payload,
         max_attempts,
         send_at,
         expires_at,
+        priority,
         request_hash,
     })
 }
 
 /// SHA-256 over the normalised request: field order, whitespace and time-zone spelling do
-/// not change it (serde_json's maps are sorted), a changed value does.
+/// not change it (serde_json's maps are sorted), a changed value does. A repeat with another
+/// priority is another request; `"priority": "normal"` is the request without it.
 fn hash(
     channel: Channel,
     payload: &Value,
     max_attempts: i32,
     send_at: Option<DateTime<Utc>>,
     expires_at: Option<DateTime<Utc>>,
+    priority: Priority,
 ) -> String {
     let time = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
     let mut normalised = serde_json::json!({
@@ -343,6 +369,10 @@ fn hash(
     // only when given: requests without it hash as they always did
     if let Some(expires_at) = expires_at {
         normalised["expires_at"] = time(expires_at).into();
+    }
+    // only when not the default, for the same reason
+    if priority != Priority::Normal {
+        normalised["priority"] = priority.as_str().into();
     }
     hex::encode(Sha256::digest(normalised.to_string().as_bytes()))
 }
@@ -646,6 +676,66 @@ mod tests {
         )
         .unwrap();
         assert_ne!(a.request_hash, c.request_hash);
+    }
+
+    #[test]
+    fn priority_is_normal_unless_the_caller_chooses_high_or_low() {
+        let with = |priority: Option<Value>| {
+            let mut body = json!({"channel": "email", "to": "a@example.com", "subject": "s",
+                                  "text": "t"});
+            if let Some(priority) = priority {
+                body["priority"] = priority;
+            }
+            validate(&body, now())
+        };
+        assert_eq!(with(None).unwrap().priority, Priority::Normal);
+        for priority in Priority::ALL {
+            let request = with(Some(json!(priority.as_str()))).unwrap();
+            assert_eq!(request.priority, priority);
+            let job = request.into_job(uuid::Uuid::nil(), None, std::time::Duration::from_secs(60));
+            assert_eq!(job.priority, priority, "the job keeps it");
+        }
+        for bad in [
+            json!("HIGH"),
+            json!("urgent"),
+            json!(""),
+            json!(1),
+            json!(null),
+            json!(["high"]),
+        ] {
+            let errors = with(Some(bad.clone())).unwrap_err();
+            assert_eq!(fields(errors.clone()), ["priority"], "{bad}");
+            assert_eq!(
+                errors[0].message, r#"must be "high", "normal" or "low""#,
+                "{bad}"
+            );
+        }
+        let sms = json!({"channel": "sms", "to": "+15555550100", "message": "code 1234",
+                         "priority": "high"});
+        assert_eq!(validate(&sms, now()).unwrap().priority, Priority::High);
+    }
+
+    #[test]
+    fn the_hash_tells_priorities_apart_and_normal_is_the_request_without_one() {
+        let hash_of = |priority: Option<&str>| {
+            let mut body = json!({"channel": "sms", "to": "+15555550100", "message": "x"});
+            if let Some(priority) = priority {
+                body["priority"] = json!(priority);
+            }
+            validate(&body, now()).unwrap().request_hash
+        };
+        assert_eq!(hash_of(None), hash_of(Some("normal")));
+        assert_ne!(hash_of(None), hash_of(Some("high")));
+        assert_ne!(hash_of(None), hash_of(Some("low")));
+        assert_ne!(hash_of(Some("high")), hash_of(Some("low")));
+        // a request without one hashes as it did before priorities (keys stored then still
+        // match a repeat)
+        let before = json!({"channel": "sms", "payload": {"to": "+15555550100", "message": "x"},
+                            "max_attempts": 5, "send_at": null});
+        assert_eq!(
+            hash_of(None),
+            hex::encode(Sha256::digest(before.to_string().as_bytes()))
+        );
     }
 
     #[test]

@@ -38,6 +38,42 @@ impl Channel {
     }
 }
 
+/// A job's lane (the `job_priority` enum in PostgreSQL): the claim takes due `high` jobs
+/// first, then `normal`, then `low`, each oldest first. The caller chooses it per request;
+/// `normal` when it does not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// One-time codes, logins: what a person is waiting for.
+    High,
+    #[default]
+    Normal,
+    /// Bulk sends that may wait behind the others.
+    Low,
+}
+
+impl Priority {
+    /// Every priority, in the order the claim takes them (for messages that list them).
+    pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+            Priority::Low => "low",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "high" => Some(Priority::High),
+            "normal" => Some(Priority::Normal),
+            "low" => Some(Priority::Low),
+            _ => None,
+        }
+    }
+}
+
 /// A job's state (the `job_status` enum in PostgreSQL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -129,6 +165,20 @@ mod tests {
         for status in JobStatus::ALL {
             assert_eq!(JobStatus::parse(status.as_str()), Some(status));
         }
+    }
+
+    #[test]
+    fn every_priority_reads_back_from_its_name_and_serializes_as_it() {
+        for priority in Priority::ALL {
+            assert_eq!(Priority::parse(priority.as_str()), Some(priority));
+            assert_eq!(
+                serde_json::to_value(priority).unwrap(),
+                priority.as_str(),
+                "serde and as_str agree"
+            );
+        }
+        assert_eq!(Priority::default(), Priority::Normal);
+        assert_eq!(Priority::parse("HIGH"), None);
     }
 
     #[test]

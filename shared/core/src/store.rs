@@ -10,7 +10,7 @@ pub mod events;
 
 pub use events::EventStore;
 
-use crate::domain::{Channel, JobStatus};
+use crate::domain::{Channel, JobStatus, Priority};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +190,8 @@ pub struct NewJob {
     pub next_attempt_at: DateTime<Utc>,
     /// Never sent after this (the claim skips it; the sweeper marks it expired).
     pub expires_at: DateTime<Utc>,
+    /// Its lane in the queue: due `high` jobs are claimed first, `low` ones last.
+    pub priority: Priority,
     pub idempotency: Option<Idempotency>,
     /// The X-Ray trace header of the request that created it (see [`crate::telemetry`]).
     pub trace_header: Option<String>,
@@ -352,6 +354,8 @@ pub struct JobView {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub last_error: Option<String>,
+    /// The lane the caller asked for.
+    pub priority: Priority,
     /// The attempts, in order (left out of listings).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deliveries: Option<Vec<DeliveryView>>,

@@ -2,23 +2,60 @@
 -- current time (NULL: the server's now(); tests pass a time instead of ageing rows).
 -- The claim reads and writes the queue only (job_queue: open jobs, with what the worker
 -- sends), so it costs the same however much history job_requests holds.
--- SKIP LOCKED: rows another claimer holds are skipped, never waited for.
+-- Lanes: due `high` jobs first, then `normal`, then `low`, each oldest first. Each lane is
+-- one range of job_queue_lanes (priority, next_attempt_at), read in order and only as far
+-- as the batch still needs: a deep `low` lane costs nothing while `high` jobs fill the
+-- batch, and jobs scheduled for later are never read (one ordered scan over all lanes would
+-- pass over every lane's future jobs before the next lane's due ones).
+-- SKIP LOCKED: rows another claimer holds are skipped, never waited for, and do not count
+-- against a lane's LIMIT (it applies to the rows locked).
 -- The UPDATE changes no indexed column, so the claimed version of the row stays on its page
--- with no new index entry (a HOT update); the claimed rows stay in job_queue_next, where the
--- scan below passes over them (the jobs in flight).
+-- with no new index entry (a HOT update); the claimed rows stay in job_queue_lanes, where
+-- the scans below pass over them (the jobs in flight).
 -- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE (the part
 -- `update`, copied there by the build); complete.sql holds the whole statement.
--- Why this shape: docs/decisions/0004-claim-with-skip-locked.md.
-WITH due AS (
+-- Why this shape: docs/decisions/0004-claim-with-skip-locked.md, and
+-- docs/decisions/0011-pace-and-priority-lanes.md for the lanes.
+WITH high AS (
     SELECT id
     FROM job_queue
-    WHERE claim_token IS NULL
+    WHERE priority = 'high'
+      AND claim_token IS NULL
       AND next_attempt_at <= coalesce($2::timestamptz, now())
       -- an expired job is never sent (the sweeper marks it expired)
       AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
     ORDER BY next_attempt_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+),
+normal AS (
+    SELECT id
+    FROM job_queue
+    WHERE priority = 'normal'
+      AND claim_token IS NULL
+      AND next_attempt_at <= coalesce($2::timestamptz, now())
+      AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
+    ORDER BY next_attempt_at
+    LIMIT $1 - (SELECT count(*) FROM high)
+    FOR UPDATE SKIP LOCKED
+),
+low AS (
+    SELECT id
+    FROM job_queue
+    WHERE priority = 'low'
+      AND claim_token IS NULL
+      AND next_attempt_at <= coalesce($2::timestamptz, now())
+      AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
+    ORDER BY next_attempt_at
+    LIMIT $1 - (SELECT count(*) FROM high) - (SELECT count(*) FROM normal)
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id FROM high
+    UNION ALL
+    SELECT id FROM normal
+    UNION ALL
+    SELECT id FROM low
 )
 -- @part update
 UPDATE job_queue AS q

@@ -2,9 +2,11 @@
 -- $1 batch size, $2 the current time (NULL: now()), $3 the default jobs per organization per
 -- minute (overrides in organization_rate_limits). $1 and $2 as in claim.sql, whose UPDATE
 -- ends this statement. Like claim.sql it reads the queue (job_queue), open jobs only.
---  * Each organization with due jobs offers at most what is left of its budget this minute;
---    the batch takes them round-robin (every organization's oldest first), so a noisy
---    tenant cannot fill a batch while another waits.
+--  * Each organization with due jobs offers at most what is left of its budget this minute,
+--    its highest lane first; the batch takes them lane by lane (`high`, `normal`, `low`),
+--    and within a lane round-robin (every organization's oldest first), so a noisy tenant
+--    cannot fill a batch while another waits, and no tenant's `low` jobs go before
+--    another's `high` ones.
 --  * The budget is reserved by an upsert on organization_claim_counts, which works on the
 --    latest committed count (not this statement's snapshot): concurrent claimers never take
 --    more than the budget together.
@@ -50,30 +52,32 @@ budgets AS (
 ),
 -- the next rows in line: read, not locked (a claim must lock only what it claims)
 candidates AS (
-    SELECT c.id, c.organization_id, c.next_attempt_at,
-           row_number() OVER (PARTITION BY c.organization_id ORDER BY c.next_attempt_at) AS turn
+    SELECT c.id, c.organization_id, c.priority, c.next_attempt_at,
+           row_number() OVER (PARTITION BY c.organization_id, c.priority
+                              ORDER BY c.next_attempt_at) AS turn
     FROM budgets AS b
     CROSS JOIN LATERAL (
-        SELECT id, organization_id, next_attempt_at
+        -- job_queue_lanes_by_org, in order
+        SELECT id, organization_id, priority, next_attempt_at
         FROM job_queue
         WHERE organization_id = b.organization_id
           AND claim_token IS NULL
           AND next_attempt_at <= coalesce($2::timestamptz, now())
           AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
-        ORDER BY next_attempt_at
+        ORDER BY priority, next_attempt_at
         LIMIT LEAST(b.left_now::bigint, $1::bigint)
     ) AS c
 ),
 chosen AS (
-    SELECT id, turn
+    SELECT id, priority, turn
     FROM candidates
-    ORDER BY turn, next_attempt_at
+    ORDER BY priority, turn, next_attempt_at
     LIMIT $1::bigint
 ),
 -- only the chosen rows are locked; one another claimer holds (or claimed since this
 -- statement's snapshot: the conditions are checked again on the latest row) is skipped
 locked AS (
-    SELECT j.id, j.organization_id, ch.turn
+    SELECT j.id, j.organization_id, ch.priority, ch.turn
     FROM job_queue AS j
     JOIN chosen AS ch ON ch.id = j.id
     WHERE j.claim_token IS NULL
@@ -84,7 +88,7 @@ locked AS (
 -- each organization's locked rows in its own order (a skipped row leaves no gap)
 picked AS (
     SELECT id, organization_id,
-           row_number() OVER (PARTITION BY organization_id ORDER BY turn) AS turn
+           row_number() OVER (PARTITION BY organization_id ORDER BY priority, turn) AS turn
     FROM locked
 ),
 wanted AS (

@@ -92,16 +92,46 @@ recorded AS (
 claimed AS (
     -- claim.sql, unchanged: its $1 and $2 are this statement's
     -- @include claim.sql
-    WITH due AS (
+    WITH high AS (
         SELECT id
         FROM job_queue
-        WHERE claim_token IS NULL
+        WHERE priority = 'high'
+          AND claim_token IS NULL
           AND next_attempt_at <= coalesce($2::timestamptz, now())
           -- an expired job is never sent (the sweeper marks it expired)
           AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
         ORDER BY next_attempt_at
         LIMIT $1
         FOR UPDATE SKIP LOCKED
+    ),
+    normal AS (
+        SELECT id
+        FROM job_queue
+        WHERE priority = 'normal'
+          AND claim_token IS NULL
+          AND next_attempt_at <= coalesce($2::timestamptz, now())
+          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
+        ORDER BY next_attempt_at
+        LIMIT $1 - (SELECT count(*) FROM high)
+        FOR UPDATE SKIP LOCKED
+    ),
+    low AS (
+        SELECT id
+        FROM job_queue
+        WHERE priority = 'low'
+          AND claim_token IS NULL
+          AND next_attempt_at <= coalesce($2::timestamptz, now())
+          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
+        ORDER BY next_attempt_at
+        LIMIT $1 - (SELECT count(*) FROM high) - (SELECT count(*) FROM normal)
+        FOR UPDATE SKIP LOCKED
+    ),
+    due AS (
+        SELECT id FROM high
+        UNION ALL
+        SELECT id FROM normal
+        UNION ALL
+        SELECT id FROM low
     )
     UPDATE job_queue AS q
     SET attempts    = q.attempts + 1,

@@ -6,12 +6,15 @@
 -- With an idempotency key, a repeat inserts nothing (the key's row in idempotency_keys
 -- decides, also between concurrent repeats and between two items of one batch) and returns
 -- no row. An inserted job is queued in the same statement (job_queue).
+-- $11 the priorities, as text ('high', 'normal', 'low'): the request keeps its own, and the
+-- queue row a copy (the claim reads no other table).
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::int[],
-                $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[])
+                $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[],
+                $11::text[]::job_priority[])
          AS t(id, organization_id, channel, payload, max_attempts, next_attempt_at,
-              idempotency_key, request_hash, expires_at, trace_header)
+              idempotency_key, request_hash, expires_at, trace_header, priority)
 ),
 blocked AS (
     SELECT i.id
@@ -33,21 +36,22 @@ keyed AS (
 inserted AS (
     INSERT INTO job_requests
         (id, organization_id, channel, payload, max_attempts, send_at,
-         idempotency_key, request_hash, expires_at, trace_header, created_at)
+         idempotency_key, request_hash, expires_at, trace_header, priority, created_at)
     SELECT id, organization_id, channel, payload, max_attempts, next_attempt_at,
-           idempotency_key, request_hash, expires_at, trace_header, now()
+           idempotency_key, request_hash, expires_at, trace_header, priority, now()
     FROM input
     WHERE id NOT IN (SELECT id FROM blocked)
       AND (idempotency_key IS NULL OR id IN (SELECT job_id FROM keyed))
     RETURNING id, organization_id, channel, payload, trace_header, send_at, expires_at,
-              max_attempts, created_at
+              max_attempts, priority, created_at
 ),
 -- each accepted job's queue row: all the claim reads
 queued AS (
     INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
-                           next_attempt_at, expires_at, max_attempts, created_at, updated_at)
+                           next_attempt_at, expires_at, max_attempts, priority, created_at,
+                           updated_at)
     SELECT id, organization_id, channel, payload, trace_header, send_at, expires_at,
-           max_attempts, created_at, created_at
+           max_attempts, priority, created_at, created_at
     FROM inserted
 )
 SELECT id, 'pending' AS status, send_at AS next_attempt_at, false AS suppressed FROM inserted

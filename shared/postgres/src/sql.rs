@@ -159,6 +159,7 @@ rows! {
         last_error: Option<String> = TEXT,
         request_hash: Option<String> = TEXT,
         idempotency_key: Option<String> = TEXT,
+        priority: String = TEXT,
     }
 
     /// What a caller is told of a job (cancel.sql, requeue.sql).
@@ -433,7 +434,7 @@ queries! {
     SUPPRESSION_COUNTS = "suppression_counts.sql" [] -> SuppressionCountRow;
     INSERT_JOBS = "insert_jobs.sql" [
         UUID_ARRAY, UUID_ARRAY, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, TIMESTAMPTZ_ARRAY,
-        TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY
+        TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TEXT_ARRAY
     ] -> InsertedRow;
     RECORD_LATE = "record_late.sql" [
         UUID_ARRAY, INT4_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY,

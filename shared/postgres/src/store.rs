@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::db::DbConfig;
 use crate::migrate::MigrateError;
-use notify_core::domain::{Channel, JobStatus};
+use notify_core::domain::{Channel, JobStatus, Priority};
 use notify_core::store::{
     At, Claim, ClaimedJob, Complete, CompleteAndClaim, CompleteReport, Completion, CountIngest,
     Decision, DeliveryView, DropHistoryDays, DroppedDays, Expire, IngestWindow, Inserted, JobStore,
@@ -357,6 +357,10 @@ fn channel(text: &str) -> Result<Channel, StoreError> {
     Channel::parse(text).ok_or_else(|| StoreError::Corrupt(format!("channel {text:?}")))
 }
 
+fn priority(text: &str) -> Result<Priority, StoreError> {
+    Priority::parse(text).ok_or_else(|| StoreError::Corrupt(format!("job priority {text:?}")))
+}
+
 /// A job from a row of get_job.sql or jobs_within.sql (no delivery attempts).
 fn job_view(row: sql::JobRow) -> Result<JobView, StoreError> {
     Ok(JobView {
@@ -370,6 +374,7 @@ fn job_view(row: sql::JobRow) -> Result<JobView, StoreError> {
         created_at: row.created_at,
         updated_at: row.updated_at,
         last_error: row.last_error,
+        priority: priority(&row.priority)?,
         deliveries: None,
     })
 }
@@ -476,6 +481,7 @@ impl JobStore for PgStore {
             .map(|j| j.idempotency.as_ref().map(|i| i.request_hash.as_str()))
             .collect();
         let traces: Vec<Option<&str>> = jobs.iter().map(|j| j.trace_header.as_deref()).collect();
+        let priorities: Vec<&str> = jobs.iter().map(|j| j.priority.as_str()).collect();
         let rows = self
             .query(
                 &sql::INSERT_JOBS,
@@ -490,6 +496,7 @@ impl JobStore for PgStore {
                     &hashes,
                     &expires,
                     &traces,
+                    &priorities,
                 ],
             )
             .await?;
