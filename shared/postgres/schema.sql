@@ -18,6 +18,17 @@ SET client_min_messages = warning;
 SET row_security = off;
 
 --
+-- Name: job_priority; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.job_priority AS ENUM (
+    'high',
+    'normal',
+    'low'
+);
+
+
+--
 -- Name: job_status; Type: TYPE; Schema: public; Owner: -
 --
 
@@ -241,6 +252,17 @@ LEFT JOIN job_queue AS q ON q.id = j.id
 LEFT JOIN job_outcomes AS o ON o.job_id = j.id AND o.created_at = j.created_at
     AND o.created_at >= lo AND o.created_at < hi
 WHERE j.created_at >= lo AND j.created_at < hi
+$$;
+
+
+--
+-- Name: send_pace_factor(double precision, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.send_pace_factor(factor double precision, lowered_at timestamp with time zone, at timestamp with time zone) RETURNS double precision
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT least(1.0, factor + 0.01 * greatest(extract(epoch FROM at - lowered_at), 0)::float8)
 $$;
 
 
@@ -561,6 +583,7 @@ CREATE TABLE public.job_queue (
     claimed_at timestamp with time zone,
     last_error text,
     updated_at timestamp with time zone NOT NULL,
+    priority public.job_priority DEFAULT 'normal'::public.job_priority NOT NULL,
     CONSTRAINT job_queue_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT job_queue_check CHECK (((claim_token IS NULL) = (claimed_at IS NULL))),
     CONSTRAINT job_queue_id_check CHECK ((public.job_id_time(id) IS NOT NULL)),
@@ -586,6 +609,7 @@ CREATE TABLE public.job_requests (
     idempotency_key text,
     request_hash text,
     trace_header text,
+    priority public.job_priority DEFAULT 'normal'::public.job_priority NOT NULL,
     CONSTRAINT job_requests_channel_check CHECK ((channel = ANY (ARRAY['sms'::text, 'email'::text]))),
     CONSTRAINT job_requests_check CHECK (((idempotency_key IS NULL) = (request_hash IS NULL))),
     CONSTRAINT job_requests_id_check CHECK ((public.job_id_time(id) IS NOT NULL)),
@@ -676,6 +700,23 @@ CREATE TABLE public.schema_migrations (
     name text NOT NULL,
     checksum text NOT NULL,
     applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+
+--
+-- Name: send_pace; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.send_pace (
+    channel text NOT NULL,
+    next_slot timestamp with time zone DEFAULT '1970-01-01 00:00:00+00'::timestamp with time zone NOT NULL,
+    factor double precision DEFAULT 1 NOT NULL,
+    lowered_at timestamp with time zone DEFAULT '1970-01-01 00:00:00+00'::timestamp with time zone NOT NULL,
+    held_until timestamp with time zone DEFAULT '1970-01-01 00:00:00+00'::timestamp with time zone NOT NULL,
+    hold_reason text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT send_pace_channel_check CHECK ((channel = ANY (ARRAY['sms'::text, 'email'::text]))),
+    CONSTRAINT send_pace_factor_check CHECK (((factor > (0)::double precision) AND (factor <= (1)::double precision)))
 );
 
 
@@ -920,6 +961,14 @@ ALTER TABLE ONLY public.schema_migrations
 
 
 --
+-- Name: send_pace send_pace_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.send_pace
+    ADD CONSTRAINT send_pace_pkey PRIMARY KEY (channel);
+
+
+--
 -- Name: status_events status_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1024,24 +1073,24 @@ CREATE INDEX job_queue_expires ON public.job_queue USING btree (expires_at) WHER
 
 
 --
+-- Name: job_queue_lanes; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_queue_lanes ON public.job_queue USING btree (priority, next_attempt_at);
+
+
+--
+-- Name: job_queue_lanes_by_org; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_queue_lanes_by_org ON public.job_queue USING btree (organization_id, priority, next_attempt_at);
+
+
+--
 -- Name: job_queue_listing; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX job_queue_listing ON public.job_queue USING btree (organization_id, created_at, id);
-
-
---
--- Name: job_queue_next; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX job_queue_next ON public.job_queue USING btree (next_attempt_at);
-
-
---
--- Name: job_queue_next_by_org; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX job_queue_next_by_org ON public.job_queue USING btree (organization_id, next_attempt_at);
 
 
 --

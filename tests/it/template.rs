@@ -1194,7 +1194,7 @@ fn the_sweeper_keeps_unmatched_feedback_for_a_parameter_window() {
 /// The custom metrics each function emits (namespace `NotificationService`, dimension
 /// `Service`), every one of which the dashboard shows.
 use notify_core::telemetry::emf::{
-    EVENT_METRICS, FEEDBACK_METRICS, INGEST_METRICS, SWEEPER_METRICS, WORKER_METRICS,
+    EVENT_METRICS, FEEDBACK_METRICS, INGEST_METRICS, PACE_METRICS, SWEEPER_METRICS, WORKER_METRICS,
 };
 
 /// The stage SAM deploys an `AWS::Serverless::HttpApi` to without a `StageName`: the value of
@@ -1787,6 +1787,7 @@ fn the_dashboard_shows_every_metric_and_every_functions_errors_throttles_and_dur
     for metric in WORKER_METRICS
         .into_iter()
         .chain(EVENT_METRICS)
+        .chain(PACE_METRICS)
         .chain(SWEEPER_METRICS)
         .chain(FEEDBACK_METRICS)
         .chain(INGEST_METRICS)

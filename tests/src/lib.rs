@@ -18,6 +18,7 @@ pub mod readme;
 pub mod receiver;
 pub mod release_1_0;
 pub mod response_url;
+pub mod ses_front;
 pub mod stand_in;
 pub mod watch;
 

@@ -8,16 +8,18 @@ use lambda_runtime::{Diagnostic, Error, LambdaEvent, run, service_fn};
 use notify_core::delivery::Router;
 use notify_core::error::report;
 use notify_core::events::{self, EventBus, EventStore, EventsConfig};
+use notify_core::pace::{PaceConfig, Paced};
 use notify_core::worker::{self, WorkerConfig};
-use notify_delivery::aws_deliverer;
+use notify_delivery::aws_sender;
 use notify_delivery::events::{EventBridgeBus, event_bus};
 use notify_postgres::{PgStore, startup};
 use notify_webhooks::HttpSender;
 use serde_json::{Value, json};
 
 struct Deps {
-    store: PgStore,
-    deliverer: Router,
+    store: Arc<PgStore>,
+    /// SNS and SES at the providers' pace, shared with every other invocation
+    deliverer: Paced<Router>,
     config: WorkerConfig,
     events: EventsConfig,
     bus: Option<EventBridgeBus>,
@@ -46,15 +48,18 @@ async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Diagnos
     // only a store error fails the invocation (errorType Unavailable or Database); delivery
     // failures are in the summary
     let summary = worker::run(
-        &deps.store,
+        &*deps.store,
         &deps.deliverer,
         &deps.config,
         deps.events.delivery_deadline(deadline, webhooks),
     )
-    .await?;
+    .await;
+    // the pace's metrics, also when a store error stopped the deliveries
+    println!("{}", deps.deliverer.metric_line());
+    let summary = summary?;
     let bus = deps.bus.as_ref().map(|bus| bus as &dyn EventBus);
     let dispatched =
-        events::dispatch(&deps.store, bus, &deps.hooks, &deps.events, deadline).await?;
+        events::dispatch(&*deps.store, bus, &deps.hooks, &deps.events, deadline).await?;
     let mut answer = json!(summary);
     answer["events"] = json!(dispatched);
     Ok(answer)
@@ -62,12 +67,17 @@ async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Diagnos
 
 async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
     let config = WorkerConfig::from_env()?;
-    let events = EventsConfig::from_lookup(&notify_core::config::Vars::process())?;
-    let store = startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT)
-        .await?
-        .with_rate_limit(config.rate_limit_per_org_per_min);
+    let vars = notify_core::config::Vars::process();
+    let events = EventsConfig::from_lookup(&vars)?;
+    let pace = PaceConfig::from_lookup(&vars)?;
+    let store = Arc::new(
+        startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT)
+            .await?
+            .with_rate_limit(config.rate_limit_per_org_per_min),
+    );
     startup::warm(&store).await;
-    let deliverer = aws_deliverer(&config.delivery).await;
+    let (router, quota) = aws_sender(&config.delivery).await;
+    let deliverer = Paced::new(router, store.clone(), Some(Box::new(quota)), pace);
     let bus = match &events.bus_name {
         Some(name) => Some(event_bus(name).await),
         None => None,

@@ -119,6 +119,45 @@ impl DeliveryError {
 #[async_trait]
 pub trait Deliverer: Send + Sync {
     async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError>;
+
+    /// Waits, at most `max_wait`, until the job may be handed to its provider (its turn at
+    /// the provider's pace: [`crate::pace::Paced`]); [`NotNow`] when it may not be before
+    /// the invocation must stop, and the job goes back untried. At once by default.
+    async fn admit(&self, _job: &ClaimedJob, _max_wait: std::time::Duration) -> Result<(), NotNow> {
+        Ok(())
+    }
+
+    /// After a call that failed with `err`: when the job may go again if the provider
+    /// pushed back (a throttle), the attempt spent on nothing; `None` for the worker's own
+    /// decision. `None` by default.
+    async fn throttled(
+        &self,
+        _job: &ClaimedJob,
+        _err: &DeliveryError,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        None
+    }
+}
+
+/// Why a job is not handed to its provider now ([`Deliverer::admit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotNow {
+    /// No send slot begins before the invocation must stop; the next free one is at `at`.
+    NoSlot { at: chrono::DateTime<chrono::Utc> },
+    /// The channel is held (a provider quota is spent) until `until`.
+    Held {
+        until: chrono::DateTime<chrono::Utc>,
+    },
+}
+
+impl NotNow {
+    /// When the job is due again.
+    pub fn due_at(self) -> chrono::DateTime<chrono::Utc> {
+        match self {
+            NotNow::NoSlot { at } => at,
+            NotNow::Held { until } => until,
+        }
+    }
 }
 
 /// What an SMS job's payload holds (written by ingest). Unknown fields are ignored.

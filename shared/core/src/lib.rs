@@ -8,6 +8,7 @@
 //!   endpoints); `notify-postgres` implements it.
 //! - [`delivery`]: the delivery port, its payloads and the error-class table; `notify-delivery`
 //!   implements it with SNS and SES.
+//! - [`pace`]: the providers' pace (shared send rates, quota holds) around the deliverer.
 //! - [`webhooks`]: the Standard Webhooks signature and the policy on which URLs and addresses
 //!   a webhook may reach (pure, but for a DNS lookup); `notify-webhooks` sends with them.
 //! - [`events`]: the status events' ports (the bus, the webhook sender) and their dispatch.
@@ -22,6 +23,7 @@ pub mod domain;
 pub mod error;
 pub mod events;
 pub mod feedback;
+pub mod pace;
 pub mod stats;
 pub mod store;
 pub mod sweeper;

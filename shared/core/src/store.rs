@@ -108,6 +108,8 @@ pub struct CompleteAndClaim<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Release<'a> {
     pub claims: &'a [(Uuid, Uuid)],
+    /// When they are due again; `None`: at once.
+    pub due: Option<DateTime<Utc>>,
     pub now: Now,
 }
 

@@ -14,6 +14,7 @@ use notify_core::delivery::{
     Deliverer, DeliveryConfig, DeliveryError, EmailPayload, INVALID_PAYLOAD, Router, SmsPayload,
     TIMEOUT,
 };
+use notify_core::pace::{Quota, SendQuota};
 use notify_core::store::ClaimedJob;
 
 type HttpResponse = aws_sdk_sns::config::http::HttpResponse;
@@ -32,6 +33,60 @@ pub async fn aws_deliverer(config: &DeliveryConfig) -> Router {
         .load()
         .await;
     deliverer_from(&sdk, config)
+}
+
+/// [`aws_deliverer`] and the email account's quota ([`SesQuota`]) on one load of
+/// aws-config's defaults. Call once, at cold start.
+pub async fn aws_sender(config: &DeliveryConfig) -> (Router, SesQuota) {
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
+        .load()
+        .await;
+    (deliverer_from(&sdk, config), SesQuota::from_sdk(&sdk))
+}
+
+/// The email account's sending quota through SES v2 `GetAccount` (`SendQuota`). A read, so
+/// the SDK's retries stay on; each call is bounded by [`SesQuota::TIMEOUT`], since the
+/// deliveries of email wait for it.
+pub struct SesQuota {
+    client: aws_sdk_sesv2::Client,
+}
+
+impl SesQuota {
+    /// The longest a `GetAccount` call may take, retries included.
+    pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+    pub fn from_sdk(sdk: &aws_config::SdkConfig) -> Self {
+        let timeouts = aws_config::timeout::TimeoutConfig::builder()
+            .operation_timeout(Self::TIMEOUT)
+            .build();
+        let conf = aws_sdk_sesv2::config::Builder::from(sdk)
+            .timeout_config(timeouts)
+            .build();
+        Self {
+            client: aws_sdk_sesv2::Client::from_conf(conf),
+        }
+    }
+}
+
+#[async_trait]
+impl SendQuota for SesQuota {
+    async fn email_quota(&self) -> Result<Quota, DeliveryError> {
+        let account = self.client.get_account().send().await.map_err(|err| {
+            let code = err.code().unwrap_or("GetAccountFailed").to_owned();
+            DeliveryError::with_source(code, "SES v2 GetAccount failed", err)
+        })?;
+        let quota = account.send_quota().ok_or_else(|| {
+            DeliveryError::new(
+                "NoSendQuota",
+                "SES v2 GetAccount answered without a SendQuota",
+            )
+        })?;
+        Ok(Quota {
+            max_send_rate: quota.max_send_rate(),
+            max_24_hour_send: quota.max24_hour_send(),
+            sent_last_24_hours: quota.sent_last24_hours(),
+        })
+    }
 }
 
 /// The SNS and SES v2 adapters on `sdk`'s settings, **without the SDK's own retries**.

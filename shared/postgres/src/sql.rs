@@ -370,6 +370,19 @@ rows! {
         any: bool = BOOL,
     }
 
+    /// take_send_slots.sql
+    SendSlotsRow {
+        wait_secs: Option<f64> = FLOAT8,
+        rate: f64 = FLOAT8,
+        held_until: DateTime<Utc> = TIMESTAMPTZ,
+        next_in_secs: f64 = FLOAT8,
+    }
+
+    /// slow_send_pace.sql
+    PaceFactorRow {
+        factor: f64 = FLOAT8,
+    }
+
     /// webhook_backlog.sql
     AgeRow {
         age: f64 = FLOAT8,
@@ -449,7 +462,11 @@ queries! {
     PRUNE_FEEDBACK = "prune_feedback.sql" [INT4, INT8, TIMESTAMPTZ] -> PrunedRow;
     ADD_HISTORY_DAYS = "add_history_days.sql" [TIMESTAMPTZ] -> AddedDaysRow;
     DROP_HISTORY_DAYS = "drop_history_days.sql" [TIMESTAMPTZ, FLOAT8] -> DroppedDaysRow;
-    RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ] -> IdRow;
+    RELEASE = "release.sql" [UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ] -> IdRow;
+    TAKE_SEND_SLOTS = "take_send_slots.sql" [TEXT, INT4, FLOAT8, FLOAT8, TIMESTAMPTZ]
+        -> SendSlotsRow;
+    SLOW_SEND_PACE = "slow_send_pace.sql" [TEXT, TIMESTAMPTZ] -> PaceFactorRow;
+    HOLD_CHANNEL = "hold_channel.sql" [TEXT, TIMESTAMPTZ, TEXT, INT8, TIMESTAMPTZ] -> IdRow;
     CANCEL = "cancel.sql" [UUID, UUID] -> SummaryRow;
     REQUEUE = "requeue.sql" [UUID, UUID] -> SummaryRow;
     REQUEUE_DEAD = "requeue_dead.sql" [UUID, TIMESTAMPTZ, TIMESTAMPTZ, TEXT, INT8] -> RequeuedRow;

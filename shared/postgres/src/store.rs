@@ -25,6 +25,7 @@ use crate::sql::{self, FromRow, Query};
 
 mod events;
 mod feedback;
+mod pace;
 
 /// The job repository over one PostgreSQL connection per process.
 ///
@@ -782,13 +783,18 @@ impl JobStore for PgStore {
         Ok((report, claimed))
     }
 
-    async fn release(&self, Release { claims, now }: Release<'_>) -> Result<Vec<Uuid>, StoreError> {
+    async fn release(
+        &self,
+        Release { claims, due, now }: Release<'_>,
+    ) -> Result<Vec<Uuid>, StoreError> {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
         let ids: Vec<Uuid> = claims.iter().map(|(id, _)| *id).collect();
         let tokens: Vec<Uuid> = claims.iter().map(|(_, token)| *token).collect();
-        let rows = self.query(&sql::RELEASE, &[&ids, &tokens, &now]).await?;
+        let rows = self
+            .query(&sql::RELEASE, &[&ids, &tokens, &now, &due])
+            .await?;
         Ok(rows.into_iter().map(|row| row.id).collect())
     }
 

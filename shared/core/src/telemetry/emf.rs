@@ -43,6 +43,18 @@ pub const EVENT_METRICS: [&str; 4] = [
     "WebhookBacklogAge",
 ];
 
+/// The providers' pace, one line per invocation ([`crate::pace::pace_line`]): `Throttled`
+/// (calls the provider throttled), `PacedSeconds` (seconds deliveries waited for a send
+/// slot), `QuotaHeld` (jobs held by a spent quota), and the rate in force per channel,
+/// `EmailSendRate` and `SmsSendRate` (per second; present when the channel is paced).
+pub const PACE_METRICS: [&str; 5] = [
+    "Throttled",
+    "PacedSeconds",
+    "QuotaHeld",
+    "EmailSendRate",
+    "SmsSendRate",
+];
+
 /// The worker's queue metric: the open jobs by state, dimensions `Service` and `State` (one
 /// of [`QUEUE_STATES`]), measured with `BacklogAgeSeconds`.
 pub const QUEUE_DEPTH: &str = "QueueDepth";

@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use crate::config::{ConfigError, Vars};
 use crate::delivery::{
-    Deliverer, DeliveryConfig, DeliveryError, ErrorClass, SUPPRESSED, WORKER_PANIC,
+    Deliverer, DeliveryConfig, DeliveryError, ErrorClass, NotNow, SUPPRESSED, WORKER_PANIC,
     masked_recipient_of,
 };
 use crate::store::{
@@ -265,6 +265,7 @@ async fn work(
             }
         };
         next = claimed_next;
+        let paced_out = counts.paced_out;
         tracing::info!(
             claimed = counts.claimed,
             sent = counts.sent,
@@ -275,6 +276,16 @@ async fn work(
             "batch completed"
         );
         summary.add(counts, latencies);
+        if paced_out {
+            // no send slot before the deadline: what is left is for the next invocation,
+            // unless this one polls, when it waits a little and claims again
+            let now = Instant::now();
+            if cfg.poll.is_zero() || now >= poll_until {
+                tracing::info!("no send slot left before the deadline; stopping");
+                break;
+            }
+            tokio::time::sleep(POLL_INTERVAL.min(poll_until - now)).await;
+        }
     }
     Ok(())
 }
@@ -318,6 +329,16 @@ struct Attempt {
     /// How long the provider call took; `None` when no call was made.
     provider_ms: Option<f64>,
     result: Result<String, DeliveryError>,
+    /// The provider pushed back (a throttle): held until then, no attempt spent.
+    throttled_until: Option<chrono::DateTime<Utc>>,
+}
+
+/// What became of one claimed job in a batch.
+enum Outcome {
+    /// Handed to the provider (or ended without it: a suppressed recipient).
+    Tried(Attempt),
+    /// Never handed over ([`Deliverer::admit`]): given back untried.
+    NotSent(NotNow),
 }
 
 /// The span of one delivery: its lines carry the job id and the trace it was created under.
@@ -329,14 +350,25 @@ fn delivery_span(job: &ClaimedJob) -> tracing::Span {
     )
 }
 
-/// Delivers one job within the provider timeout; a panic becomes a transient error.
+/// Delivers one job within the provider timeout, once the deliverer admits it (its turn at
+/// the provider's pace, which may wait, but never past the time the call needs before
+/// `deadline`); a panic becomes a transient error.
 async fn attempt(
     index: usize,
     deliverer: &dyn Deliverer,
     job: &ClaimedJob,
     timeout: Duration,
+    deadline: Instant,
     handed: &AtomicBool,
-) -> (usize, Attempt) {
+) -> (usize, Outcome) {
+    if !job.suppressed {
+        let max_wait = deadline
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(timeout + SAFETY_MARGIN);
+        if let Err(not_now) = deliverer.admit(job, max_wait).await {
+            return (index, Outcome::NotSent(not_now));
+        }
+    }
     let started_at = Utc::now();
     if job.suppressed {
         // never handed to the provider: the recipient bounced or complained meanwhile
@@ -345,12 +377,13 @@ async fn attempt(
         let finished_at = started_at;
         return (
             index,
-            Attempt {
+            Outcome::Tried(Attempt {
                 started_at,
                 finished_at,
                 provider_ms: None,
                 result,
-            },
+                throttled_until: None,
+            }),
         );
     }
     handed.store(true, Ordering::SeqCst);
@@ -372,14 +405,20 @@ async fn attempt(
         }
         Err(_) => Err(DeliveryError::timeout(timeout)),
     };
+    let provider_ms = Some((clock.elapsed().as_secs_f64() * 1e6).round() / 1e3);
+    let throttled_until = match &result {
+        Err(err) => deliverer.throttled(job, err).await,
+        Ok(_) => None,
+    };
     let attempt = Attempt {
         started_at,
         finished_at: Utc::now(),
         // microsecond precision: the log line and the metric need no more
-        provider_ms: Some((clock.elapsed().as_secs_f64() * 1e6).round() / 1e3),
+        provider_ms,
         result,
+        throttled_until,
     };
-    (index, attempt)
+    (index, Outcome::Tried(attempt))
 }
 
 #[derive(Default)]
@@ -393,6 +432,8 @@ struct BatchCounts {
     released: u64,
     dead: u64,
     fenced: u64,
+    /// A job found no send slot before the deadline: claim no more.
+    paced_out: bool,
 }
 
 /// Delivers a batch, recording results as they arrive: whatever attempts have finished are
@@ -416,7 +457,16 @@ async fn run_batch(
     let calls: Vec<_> = batch
         .iter()
         .enumerate()
-        .map(|(i, job)| attempt(i, deliverer, job, cfg.provider_timeout, &handed[i]))
+        .map(|(i, job)| {
+            attempt(
+                i,
+                deliverer,
+                job,
+                cfg.provider_timeout,
+                deadline,
+                &handed[i],
+            )
+        })
         .collect();
     // ready_chunks hands over everything finished so far: with fast providers one chunk
     // (one statement) for the whole batch, with slow ones a statement per few results
@@ -429,16 +479,28 @@ async fn run_batch(
     };
     let mut recorded = 0;
     let mut next = Vec::new();
+    // jobs never handed over, given back when the batch ends: (id, claim token, due again)
+    let mut not_sent = Vec::new();
     while let Some(finished) = results.next().await {
         recorded += finished.len();
-        for (i, attempt) in &finished {
-            if let Some(ms) = attempt.provider_ms {
-                counts.latencies.add(batch[*i].channel, ms);
+        let mut tried = Vec::with_capacity(finished.len());
+        for (i, outcome) in finished {
+            match outcome {
+                Outcome::Tried(attempt) => {
+                    if let Some(ms) = attempt.provider_ms {
+                        counts.latencies.add(batch[i].channel, ms);
+                    }
+                    tried.push((i, attempt));
+                }
+                Outcome::NotSent(not_now) => {
+                    counts.paced_out |= matches!(not_now, NotNow::NoSlot { .. });
+                    not_sent.push((batch[i].id, batch[i].claim_token, not_now));
+                }
             }
         }
-        let completions = completions(&batch, finished);
+        let completions = completions(&batch, tried);
         let last = recorded == batch.len();
-        let next_size = if last {
+        let next_size = if last && !counts.paced_out {
             batch_size_for(cfg, deadline.saturating_duration_since(Instant::now())).unwrap_or(0)
         } else {
             0
@@ -456,7 +518,47 @@ async fn run_batch(
         next = claimed;
         counts.add(&completions, &report);
     }
+    counts.released += give_back(store, &not_sent).await;
     Ok((counts, next))
+}
+
+/// Gives back jobs the deliverer did not admit, untried: a job without a send slot is due
+/// again at once (the next invocation's turn), one of a held channel when the hold ends.
+async fn give_back(store: &dyn JobStore, not_sent: &[(uuid::Uuid, uuid::Uuid, NotNow)]) -> u64 {
+    let mut released = 0;
+    let mut groups: std::collections::BTreeMap<Option<chrono::DateTime<Utc>>, Vec<_>> =
+        Default::default();
+    for (id, token, not_now) in not_sent {
+        let due = match not_now {
+            NotNow::NoSlot { .. } => None,
+            NotNow::Held { until } => Some(*until),
+        };
+        groups.entry(due).or_default().push((*id, *token));
+    }
+    for (due, claims) in groups {
+        match store
+            .release(Release {
+                claims: &claims,
+                due,
+                now: None,
+            })
+            .await
+        {
+            Ok(ids) => released += ids.len() as u64,
+            Err(err) => tracing::error!(
+                error = %crate::error::report(&err),
+                jobs = claims.len(),
+                "cannot give back jobs the pace held; the sweeper will"
+            ),
+        }
+    }
+    if released > 0 {
+        tracing::info!(
+            released,
+            "jobs not handed to the provider given back untried"
+        );
+    }
+    released
 }
 
 /// Records results (and claims the next batch when `next_size` > 0). A failure is tried once
@@ -508,6 +610,7 @@ async fn release_untried(store: &dyn JobStore, batch: &[ClaimedJob], handed: &[A
     match store
         .release(Release {
             claims: &untried,
+            due: None,
             now: None,
         })
         .await
@@ -564,14 +667,18 @@ fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Com
         .into_iter()
         .filter_map(|(i, attempt)| {
             let job = batch.get(i)?;
-            let decision = decide(
-                job.attempt,
-                job.call,
-                job.max_attempts,
-                &attempt.result,
-                now,
-                &mut rng,
-            );
+            let decision = match attempt.throttled_until {
+                // the provider pushed back: not the message's fault, no attempt spent
+                Some(at) => Decision::Hold { at },
+                None => decide(
+                    job.attempt,
+                    job.call,
+                    job.max_attempts,
+                    &attempt.result,
+                    now,
+                    &mut rng,
+                ),
+            };
             let (provider_message_id, error_code, error_message) = match &attempt.result {
                 Ok(id) => (Some(id.clone()), None, None),
                 Err(err) => (None, Some(err.code.clone()), err.row_message()),
