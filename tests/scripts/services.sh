@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Local services for tests, the demo and the benchmark: a throwaway PostgreSQL cluster and
-# the AWS stand-in (moto's server). Source this file, then call the functions:
+# the AWS stand-in (moto's server, run by tests/scripts/stand_in.py, which adds what moto
+# lacks: SES v2 GetAccount, answering a generous SendQuota that STAND_IN_SES_MAX_SEND_RATE,
+# STAND_IN_SES_MAX_24_HOUR_SEND and STAND_IN_SES_SENT_LAST_24_HOURS override; everything
+# else is moto's). Source this file, then call the functions:
 #
 #   pg_up          start a cluster unless DATABASE_URL is set; exports DATABASE_URL
 #   pg_down        stop the cluster pg_up started (nothing if it used DATABASE_URL)
-#   stand_in_up    start moto's server unless AWS_ENDPOINT_URL is set; exports the AWS_* vars
+#   stand_in_up    start the stand-in unless AWS_ENDPOINT_URL is set; exports the AWS_* vars
 #   stand_in_down  stop the server stand_in_up started
 #   pgbouncer_up   start a PgBouncer (transaction pooling) in front of DATABASE_URL's server;
 #                  exports TEST_POOLER_URL
@@ -154,6 +157,8 @@ stand_in_up() {
     if curl -fsS -o /dev/null "http://127.0.0.1:$MOTO_PORT/moto-api/data.json"; then
       stand_in_env "$MOTO_PORT"
       log "stand-in: already running on port $MOTO_PORT"
+      curl -fsS -o /dev/null "http://127.0.0.1:$MOTO_PORT/v2/email/account" 2>/dev/null \
+        || log "stand-in: it predates stand_in.py (no SES GetAccount): stand_in_down, then stand_in_up, to restart it"
       return 0
     fi
     rm -f "$NOTIF_STATE/moto.env"
@@ -162,16 +167,16 @@ stand_in_up() {
   mkdir -p "$NOTIF_STATE"
   local port pid i
   port=$(free_port)
-  setsid "$ROOT/.venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$NOTIF_STATE/moto.log" 2>&1 < /dev/null &
+  setsid "$ROOT/.venv/bin/python" "$ROOT/tests/scripts/stand_in.py" -H 127.0.0.1 -p "$port" >"$NOTIF_STATE/moto.log" 2>&1 < /dev/null &
   pid=$!
   for i in $(seq 1 100); do
     if curl -fs -o /dev/null "http://127.0.0.1:$port/moto-api/data.json"; then break; fi
-    if ! kill -0 "$pid" 2>/dev/null; then log "stand-in: moto_server exited:"; cat "$NOTIF_STATE/moto.log" >&2; return 1; fi
+    if ! kill -0 "$pid" 2>/dev/null; then log "stand-in: stand_in.py exited:"; cat "$NOTIF_STATE/moto.log" >&2; return 1; fi
     sleep 0.2
   done
   printf 'MOTO_PORT=%q\nMOTO_PID=%q\n' "$port" "$pid" >"$NOTIF_STATE/moto.env"
   stand_in_env "$port"
-  log "stand-in: moto_server on 127.0.0.1:$port"
+  log "stand-in: moto (stand_in.py) on 127.0.0.1:$port"
 }
 
 stand_in_down() {
