@@ -368,3 +368,127 @@ async fn ten_high_jobs_posted_after_a_thousand_normal_ones_are_among_the_first_1
         "high jobs not among the first 16 provider calls: {missing:?} (first calls: {first:?})"
     );
 }
+
+#[tokio::test]
+async fn jobs_without_a_slot_before_the_deadline_go_back_untried_and_the_invocation_stops() {
+    stand_in::verify_sender(EMAIL_FROM).await;
+    let front = SesFront::start(&upstream()).await;
+    let sdk = front.sdk_config().await;
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let recipients = Recipients::new();
+    let jobs = insert_jobs(&client, &emails(&recipients, 10), 3).await;
+    let ids: Vec<uuid::Uuid> = jobs.iter().map(|(id, _)| *id).collect();
+    let store = Arc::new(db.store().await);
+    // one email a second, and an invocation that must stop in 6 s: with the provider's 1 s
+    // and the worker's 3 s margin kept, slots may be waited for 2 s at most
+    let one_a_second = PaceConfig {
+        email: EmailRate::Fixed(1.0),
+        ..PaceConfig::default()
+    };
+    let cfg = WorkerConfig {
+        batch_size: 10,
+        concurrency: 10,
+        provider_timeout: Duration::from_secs(1),
+        ..WorkerConfig::new(DeliveryConfig::new(EMAIL_FROM))
+    };
+    let deliverer = paced(&sdk, store.clone(), one_a_second);
+    let summary = worker::run(
+        &*store,
+        &deliverer,
+        &cfg,
+        Instant::now() + Duration::from_secs(6),
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.batches, 1, "no claim after the slots ran out: {summary:?}");
+    assert!(
+        (2..=4).contains(&summary.sent),
+        "the slots of the 2 s it could wait: {summary:?}"
+    );
+    assert_eq!(summary.sent + summary.released, 10, "{summary:?}");
+    assert_eq!(front.send_times().len() as u64, summary.sent);
+    assert_eq!(deliverer.take_stats().no_slot, summary.released);
+    // given back untried: due now, no attempt spent, no claim left
+    let open = client
+        .query(
+            "SELECT attempts, tries, claim_token IS NULL, next_attempt_at <= now()
+             FROM job_queue WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await
+        .unwrap();
+    assert_eq!(open.len() as u64, summary.released);
+    for row in open {
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (0, 0));
+        assert!(row.get::<_, bool>(2) && row.get::<_, bool>(3));
+    }
+}
+
+#[tokio::test]
+async fn a_rate_throttle_halves_the_shared_rate_and_holds_the_job_a_second_without_an_attempt() {
+    stand_in::verify_sender(EMAIL_FROM).await;
+    let front = SesFront::start(&upstream()).await;
+    front.refuse_sends(Some((
+        400,
+        "ThrottlingException",
+        "Maximum sending rate exceeded.",
+    )));
+    let sdk = front.sdk_config().await;
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let recipients = Recipients::new();
+    let jobs = insert_jobs(&client, &emails(&recipients, 5), 3).await;
+    let ids: Vec<uuid::Uuid> = jobs.iter().map(|(id, _)| *id).collect();
+    let store = Arc::new(db.store().await);
+    let ten_a_second = PaceConfig {
+        email: EmailRate::Fixed(10.0),
+        ..PaceConfig::default()
+    };
+    let cfg = WorkerConfig {
+        batch_size: 5,
+        concurrency: 5,
+        ..WorkerConfig::new(DeliveryConfig::new(EMAIL_FROM))
+    };
+    let deadline = || Instant::now() + Duration::from_secs(60);
+    let deliverer = paced(&sdk, store.clone(), ten_a_second);
+    let summary = worker::run(&*store, &deliverer, &cfg, deadline())
+        .await
+        .unwrap();
+    assert_eq!(summary.held, 5, "{summary:?}");
+    assert_eq!(deliverer.take_stats().throttled, 5);
+    // five throttles within a second: one halving
+    let factor: f64 = client
+        .query_one("SELECT factor FROM send_pace WHERE channel = 'email'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(factor, 0.5);
+    let held = client
+        .query(
+            "SELECT attempts, extract(epoch FROM next_attempt_at - now())::float8
+             FROM job_queue WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 5);
+    for row in held {
+        assert_eq!(row.get::<_, i32>(0), 0, "no attempt spent");
+        let due_in: f64 = row.get(1);
+        assert!((0.0..=2.1).contains(&due_in), "due again in {due_in} s");
+    }
+
+    // the provider takes them again: due within two seconds, sent at the lowered rate
+    front.refuse_sends(None);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let after = worker::run(&*store, &deliverer, &cfg, deadline())
+        .await
+        .unwrap();
+    assert_eq!(after.sent, 5, "{after:?}");
+    let rate = deliverer.take_stats().rate[1].expect("email is paced");
+    assert!(
+        (5.0..6.0).contains(&rate),
+        "half the rate, climbing back 1 % a second: {rate}"
+    );
+}

@@ -24,7 +24,8 @@ taken AS (
               - $2::float8 / ($3::float8 * send_pace_factor(p.factor, p.lowered_at, c.now))
               AS wait_secs
 )
-SELECT greatest((SELECT wait_secs FROM taken), 0) AS wait_secs,
+-- NULL when none was taken (greatest() would turn it into 0)
+SELECT (SELECT greatest(wait_secs, 0) FROM taken) AS wait_secs,
        $3::float8 * send_pace_factor(p.factor, p.lowered_at, c.now) AS rate,
        p.held_until,
        greatest(extract(epoch FROM p.next_slot - c.now)::float8, 0) AS next_in_secs
