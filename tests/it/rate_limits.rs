@@ -430,3 +430,81 @@ async fn the_fair_claim_locks_only_the_rows_it_claims() {
         "a claim locks the rows it claims and no others"
     );
 }
+
+/// Lanes within the fair claim: every organization's `high` jobs first, round-robin across
+/// organizations within each lane, and no organization past its budget whatever its lane.
+#[tokio::test]
+async fn the_fair_claim_goes_lane_by_lane_and_keeps_each_budget() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    clear_of_minute_end(&client).await;
+    let (a, b, c) = (new_org(), new_org(), new_org());
+    // a and c: normal jobs; b: older low jobs, and three high ones posted last
+    add_jobs(&client, b, 20, 30.0).await;
+    add_jobs(&client, a, 20, 20.0).await;
+    add_jobs(&client, c, 20, 20.0).await;
+    add_jobs(&client, b, 3, 0.0).await;
+    client
+        .batch_execute(&format!(
+            "UPDATE job_queue SET priority = 'low' WHERE organization_id = '{b}';
+             UPDATE job_queue SET priority = 'high' WHERE id IN (
+                 SELECT id FROM job_queue WHERE organization_id = '{b}'
+                 ORDER BY next_attempt_at DESC LIMIT 3)"
+        ))
+        .await
+        .unwrap();
+    let lane_of = |rows: &[tokio_postgres::Row]| -> Vec<(Uuid, String)> {
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+    };
+    let store = limited_store(&db, 6).await;
+    let claimed = store
+        .claim(Claim {
+            batch_size: 11,
+            now: None,
+        })
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = claimed.iter().map(|j| j.id).collect();
+    let rows = client
+        .query(
+            "SELECT organization_id, priority::text FROM job_queue WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await
+        .unwrap();
+    let got = lane_of(&rows);
+    let count = |org: Uuid, lane: &str| got.iter().filter(|(o, l)| *o == org && l == lane).count();
+    assert_eq!(count(b, "high"), 3, "b's high jobs first: {got:?}");
+    assert_eq!(
+        count(b, "low"),
+        0,
+        "no low job while normal ones wait: {got:?}"
+    );
+    // the eight places left, shared by a and c round-robin (each within its 6 a minute)
+    assert_eq!((count(a, "normal"), count(c, "normal")), (4, 4), "{got:?}");
+
+    // the next claims: a and c reach their budget of 6; b's low jobs fill the rest, within
+    // b's budget (3 high already taken, 3 left)
+    let more = store
+        .claim(Claim {
+            batch_size: 50,
+            now: None,
+        })
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = more.iter().map(|j| j.id).collect();
+    let rows = client
+        .query(
+            "SELECT organization_id, priority::text FROM job_queue WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await
+        .unwrap();
+    let got = lane_of(&rows);
+    let count = |org: Uuid, lane: &str| got.iter().filter(|(o, l)| *o == org && l == lane).count();
+    assert_eq!(
+        (count(a, "normal"), count(c, "normal"), count(b, "low")),
+        (2, 2, 3),
+        "every organization within its budget: {got:?}"
+    );
+}
