@@ -308,8 +308,10 @@ async fn ten_high_jobs_posted_after_a_thousand_normal_ones_are_among_the_first_1
     stand_in::verify_sender(EMAIL_FROM).await;
     let db = TestDb::new().await;
     let store = Arc::new(db.store().await);
-    let ingest =
-        integration_tests::contract::Ingest::new(store.clone(), notify_api::IngestConfig::default());
+    let ingest = integration_tests::contract::Ingest::new(
+        store.clone(),
+        notify_api::IngestConfig::default(),
+    );
     let org = new_org();
     let recipients = Recipients::new();
     // a thousand `normal` SMS in two batches (a bulk send), then ten `high` ones, one by one
@@ -401,7 +403,10 @@ async fn jobs_without_a_slot_before_the_deadline_go_back_untried_and_the_invocat
     )
     .await
     .unwrap();
-    assert_eq!(summary.batches, 1, "no claim after the slots ran out: {summary:?}");
+    assert_eq!(
+        summary.batches, 1,
+        "no claim after the slots ran out: {summary:?}"
+    );
     assert!(
         (2..=4).contains(&summary.sent),
         "the slots of the 2 s it could wait: {summary:?}"
