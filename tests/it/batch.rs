@@ -180,21 +180,11 @@ async fn each_item_keeps_its_own_priority_and_a_bad_one_is_that_items_error() {
     let results = body["results"].as_array().unwrap();
     assert_eq!(results[4]["status"], "invalid");
     assert_eq!(results[4]["errors"][0]["field"], "priority");
-    let client = db.client().await;
     for (i, expected) in ["high", "low", "normal", "normal"].into_iter().enumerate() {
         let id = results[i]["id"].as_str().unwrap();
-        let row = client
-            .query_one(
-                "SELECT r.priority::text, q.priority::text
-                 FROM job_requests AS r JOIN job_queue AS q USING (id)
-                 WHERE r.id = $1::text::uuid",
-                &[&id],
-            )
-            .await
-            .unwrap();
         assert_eq!(
-            (row.get::<_, &str>(0), row.get::<_, &str>(1)),
-            (expected, expected),
+            crate::ingest_api::stored_priority(&db, id).await,
+            (expected.to_owned(), expected.to_owned()),
             "item {i}"
         );
         let (_, job) = parts(

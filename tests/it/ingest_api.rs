@@ -363,7 +363,8 @@ async fn twenty_concurrent_repeats_of_one_key_make_one_job() {
 }
 
 /// The priority a request asked for, as stored: the request's and its queue row's.
-async fn stored_priority(db: &TestDb, id: &str) -> (String, String) {
+/// A job's priority as its request and its queue row hold it.
+pub(crate) async fn stored_priority(db: &TestDb, id: &str) -> (String, String) {
     let row = db
         .client()
         .await

@@ -58,6 +58,37 @@ fn emails(recipients: &Recipients, n: usize) -> Vec<(Channel, serde_json::Value)
         .collect()
 }
 
+/// What each test of the SES path starts from: the front before moto (the sender verified),
+/// the SDK's settings pointing at it, a database holding `n` email jobs, their ids, and a
+/// store on it.
+struct Setup {
+    front: SesFront,
+    sdk: aws_config::SdkConfig,
+    db: TestDb,
+    client: tokio_postgres::Client,
+    ids: Vec<uuid::Uuid>,
+    store: Arc<PgStore>,
+}
+
+async fn setup(n: usize) -> Setup {
+    stand_in::verify_sender(EMAIL_FROM).await;
+    let front = SesFront::start(&upstream()).await;
+    let sdk = front.sdk_config().await;
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let jobs = insert_jobs(&client, &emails(&Recipients::new(), n), 3).await;
+    let ids = jobs.iter().map(|(id, _)| *id).collect();
+    let store = Arc::new(db.store().await);
+    Setup {
+        front,
+        sdk,
+        db,
+        client,
+        ids,
+        store,
+    }
+}
+
 /// The most sends in any one-second window [t, t + 1 s) starting at a send.
 fn busiest_second(mut times: Vec<Instant>) -> usize {
     times.sort();
@@ -74,16 +105,17 @@ fn busiest_second(mut times: Vec<Instant>) -> usize {
 
 #[tokio::test]
 async fn four_invocations_together_stay_under_the_accounts_rate_and_send_each_job_once() {
-    stand_in::verify_sender(EMAIL_FROM).await;
-    let front = SesFront::start(&upstream()).await;
+    const JOBS: usize = 40;
+    let Setup {
+        front,
+        sdk,
+        db,
+        client,
+        ids,
+        ..
+    } = setup(JOBS).await;
     // the account's rate: 5 emails a second
     front.set_quota(5.0, 1_000_000.0, 0.0);
-    let sdk = front.sdk_config().await;
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    let recipients = Recipients::new();
-    const JOBS: usize = 40;
-    let jobs = insert_jobs(&client, &emails(&recipients, JOBS), 5).await;
 
     // four invocations at once, each claiming 10 at a time: they work side by side
     let cfg = WorkerConfig {
@@ -139,7 +171,7 @@ async fn four_invocations_together_stay_under_the_accounts_rate_and_send_each_jo
     let rows = client
         .query(
             "SELECT job_id, status::text, attempts FROM job_outcomes WHERE job_id = ANY($1)",
-            &[&jobs.iter().map(|(id, _)| *id).collect::<Vec<_>>()],
+            &[&ids],
         )
         .await
         .unwrap();
@@ -151,7 +183,7 @@ async fn four_invocations_together_stay_under_the_accounts_rate_and_send_each_jo
     let attempts = client
         .query_one(
             "SELECT count(*) FROM job_attempt_history WHERE job_id = ANY($1)",
-            &[&jobs.iter().map(|(id, _)| *id).collect::<Vec<_>>()],
+            &[&ids],
         )
         .await
         .unwrap()
@@ -165,27 +197,28 @@ async fn four_invocations_together_stay_under_the_accounts_rate_and_send_each_jo
 
 #[tokio::test]
 async fn a_daily_quota_throttle_holds_the_channel_without_spending_attempts_then_recovers() {
-    stand_in::verify_sender(EMAIL_FROM).await;
-    let front = SesFront::start(&upstream()).await;
+    const JOBS: usize = 20;
+    let Setup {
+        front,
+        sdk,
+        client,
+        ids,
+        store,
+        // the database lives as long as the test
+        db: _db,
+        ..
+    } = setup(JOBS).await;
     front.set_quota(1000.0, 200.0, 150.0);
     front.refuse_sends(Some((
         400,
         "ThrottlingException",
         "Daily message quota exceeded.",
     )));
-    let sdk = front.sdk_config().await;
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    let recipients = Recipients::new();
-    const JOBS: usize = 20;
-    let jobs = insert_jobs(&client, &emails(&recipients, JOBS), 3).await;
-    let ids: Vec<uuid::Uuid> = jobs.iter().map(|(id, _)| *id).collect();
     let cfg = WorkerConfig {
         batch_size: 20,
         concurrency: 4,
         ..WorkerConfig::new(DeliveryConfig::new(EMAIL_FROM))
     };
-    let store = Arc::new(db.store().await);
     let deadline = || Instant::now() + Duration::from_secs(60);
 
     let deliverer = paced(&sdk, store.clone(), FROM_ACCOUNT);
@@ -373,15 +406,16 @@ async fn ten_high_jobs_posted_after_a_thousand_normal_ones_are_among_the_first_1
 
 #[tokio::test]
 async fn jobs_without_a_slot_before_the_deadline_go_back_untried_and_the_invocation_stops() {
-    stand_in::verify_sender(EMAIL_FROM).await;
-    let front = SesFront::start(&upstream()).await;
-    let sdk = front.sdk_config().await;
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    let recipients = Recipients::new();
-    let jobs = insert_jobs(&client, &emails(&recipients, 10), 3).await;
-    let ids: Vec<uuid::Uuid> = jobs.iter().map(|(id, _)| *id).collect();
-    let store = Arc::new(db.store().await);
+    let Setup {
+        front,
+        sdk,
+        client,
+        ids,
+        store,
+        // the database lives as long as the test
+        db: _db,
+        ..
+    } = setup(10).await;
     // one email a second, and an invocation that must stop in 6 s: with the provider's 1 s
     // and the worker's 3 s margin kept, slots may be waited for 2 s at most
     let one_a_second = PaceConfig {
@@ -432,20 +466,21 @@ async fn jobs_without_a_slot_before_the_deadline_go_back_untried_and_the_invocat
 
 #[tokio::test]
 async fn a_rate_throttle_halves_the_shared_rate_and_holds_the_job_a_second_without_an_attempt() {
-    stand_in::verify_sender(EMAIL_FROM).await;
-    let front = SesFront::start(&upstream()).await;
+    let Setup {
+        front,
+        sdk,
+        client,
+        ids,
+        store,
+        // the database lives as long as the test
+        db: _db,
+        ..
+    } = setup(5).await;
     front.refuse_sends(Some((
         400,
         "ThrottlingException",
         "Maximum sending rate exceeded.",
     )));
-    let sdk = front.sdk_config().await;
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    let recipients = Recipients::new();
-    let jobs = insert_jobs(&client, &emails(&recipients, 5), 3).await;
-    let ids: Vec<uuid::Uuid> = jobs.iter().map(|(id, _)| *id).collect();
-    let store = Arc::new(db.store().await);
     let ten_a_second = PaceConfig {
         email: EmailRate::Fixed(10.0),
         ..PaceConfig::default()

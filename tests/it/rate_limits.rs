@@ -453,26 +453,32 @@ async fn the_fair_claim_goes_lane_by_lane_and_keeps_each_budget() {
         ))
         .await
         .unwrap();
-    let lane_of = |rows: &[tokio_postgres::Row]| -> Vec<(Uuid, String)> {
-        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
-    };
     let store = limited_store(&db, 6).await;
-    let claimed = store
-        .claim(Claim {
-            batch_size: 11,
-            now: None,
-        })
-        .await
-        .unwrap();
-    let ids: Vec<Uuid> = claimed.iter().map(|j| j.id).collect();
-    let rows = client
-        .query(
-            "SELECT organization_id, priority::text FROM job_queue WHERE id = ANY($1)",
-            &[&ids],
-        )
-        .await
-        .unwrap();
-    let got = lane_of(&rows);
+    // (organization, lane) of each job one claim of `batch` took
+    let claim = |batch: u32| {
+        let (store, client) = (&store, &client);
+        async move {
+            let claimed = store
+                .claim(Claim {
+                    batch_size: batch,
+                    now: None,
+                })
+                .await
+                .unwrap();
+            let ids: Vec<Uuid> = claimed.iter().map(|j| j.id).collect();
+            let rows = client
+                .query(
+                    "SELECT organization_id, priority::text FROM job_queue WHERE id = ANY($1)",
+                    &[&ids],
+                )
+                .await
+                .unwrap();
+            rows.iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect::<Vec<(Uuid, String)>>()
+        }
+    };
+    let got = claim(11).await;
     let count = |org: Uuid, lane: &str| got.iter().filter(|(o, l)| *o == org && l == lane).count();
     assert_eq!(count(b, "high"), 3, "b's high jobs first: {got:?}");
     assert_eq!(
@@ -485,22 +491,7 @@ async fn the_fair_claim_goes_lane_by_lane_and_keeps_each_budget() {
 
     // the next claims: a and c reach their budget of 6; b's low jobs fill the rest, within
     // b's budget (3 high already taken, 3 left)
-    let more = store
-        .claim(Claim {
-            batch_size: 50,
-            now: None,
-        })
-        .await
-        .unwrap();
-    let ids: Vec<Uuid> = more.iter().map(|j| j.id).collect();
-    let rows = client
-        .query(
-            "SELECT organization_id, priority::text FROM job_queue WHERE id = ANY($1)",
-            &[&ids],
-        )
-        .await
-        .unwrap();
-    let got = lane_of(&rows);
+    let got = claim(50).await;
     let count = |org: Uuid, lane: &str| got.iter().filter(|(o, l)| *o == org && l == lane).count();
     assert_eq!(
         (count(a, "normal"), count(c, "normal"), count(b, "low")),
