@@ -594,3 +594,70 @@ async fn queue_updates(client: &Client, updates: i64) -> (i64, i64) {
     }
     panic!("the queue's update count never reached {updates}");
 }
+
+/// The claim stays one indexed statement however deep a lane is: with 100,000 due `low` jobs
+/// and five `high` ones, its plan reads `job_queue` through indexes only (each lane a range
+/// of `job_queue_lanes`, the claimed rows by their key), and it answers the lanes in order.
+/// The lanes' LIMITs are expressions the planner guesses at a tenth of a lane: without the
+/// claim's own `LIMIT $1` over them, the UPDATE joined them by scanning the whole queue.
+#[tokio::test]
+async fn the_claim_reads_index_ranges_only_however_deep_the_low_lane() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    Job::new().insert_many(&client, 100_000).await;
+    client
+        .batch_execute("UPDATE job_queue SET priority = 'low'")
+        .await
+        .unwrap();
+    let high = Job::new().due_in(-0.5).insert_many(&client, 5).await;
+    client
+        .batch_execute(
+            "UPDATE job_queue SET priority = 'high' WHERE priority = 'normal'; ANALYZE job_queue",
+        )
+        .await
+        .unwrap();
+
+    let claim = &sql::CLAIM;
+    let none: Option<chrono::DateTime<Utc>> = None;
+    let rows = client
+        .query_typed(
+            &format!("EXPLAIN (FORMAT JSON) {}", claim.sql),
+            &[
+                (&100_i64, claim.params[0].clone()),
+                (&none, claim.params[1].clone()),
+            ],
+        )
+        .await
+        .unwrap();
+    let plan: serde_json::Value = rows[0].get(0);
+    fn scans(node: &serde_json::Value, found: &mut Vec<String>) {
+        if node["Node Type"] == "Seq Scan" {
+            found.push(node["Relation Name"].as_str().unwrap_or("?").to_owned());
+        }
+        for child in node["Plans"].as_array().into_iter().flatten() {
+            scans(child, found);
+        }
+    }
+    let mut seq = Vec::new();
+    scans(&plan[0]["Plan"], &mut seq);
+    assert!(
+        !seq.iter().any(|table| table == "job_queue"),
+        "the claim scans job_queue whole: {plan:#}"
+    );
+
+    let store = db.store().await;
+    let claimed = store
+        .claim(Claim {
+            batch_size: 100,
+            now: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 100);
+    let first: HashSet<Uuid> = claimed[..5].iter().map(|j| j.id).collect();
+    assert_eq!(
+        first,
+        high.into_iter().collect(),
+        "the high lane comes first in the answer"
+    );
+}

@@ -50,12 +50,18 @@ low AS (
     LIMIT $1 - (SELECT count(*) FROM high) - (SELECT count(*) FROM normal)
     FOR UPDATE SKIP LOCKED
 ),
+-- LIMIT $1 again, though the lanes never add up to more: the lanes' LIMITs are expressions,
+-- which the planner guesses at a tenth of the lane, so without it a deep lane looks like
+-- tens of thousands of rows and the UPDATE joins them by a scan of the whole queue (720 ms
+-- with a million due jobs, instead of 5 ms through the primary key, as a nested loop that
+-- also keeps the lanes' order in what the claim returns).
 due AS (
     SELECT id FROM high
     UNION ALL
     SELECT id FROM normal
     UNION ALL
     SELECT id FROM low
+    LIMIT $1
 )
 -- @part update
 UPDATE job_queue AS q
