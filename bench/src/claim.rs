@@ -343,19 +343,32 @@ pub async fn fill_finished(bench: &Bench, n: i64, when: Finished) -> Result<()> 
 /// EXPLAIN (ANALYZE, BUFFERS) of the worker's claim statement at `batch`, in a transaction
 /// rolled back (the claim is an UPDATE).
 pub async fn explain(bench: &Bench, batch: u32) -> Result<String> {
-    let client = &bench.client;
+    explain_statement(
+        &bench.client,
+        notify_postgres::sql::CLAIM.sql,
+        "bigint, timestamptz",
+        &format!("{batch}, NULL"),
+    )
+    .await
+}
+
+/// EXPLAIN (ANALYZE, BUFFERS) of `sql` (parameters of the SQL types `types`, given `args`, both
+/// comma-separated), prepared and run in a transaction rolled back: a claim changes nothing.
+pub async fn explain_statement(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    types: &str,
+    args: &str,
+) -> Result<String> {
     client.batch_execute("BEGIN").await?;
     let result = async {
         client
-            .batch_execute(&format!(
-                "PREPARE bench_claim(bigint, timestamptz) AS {}",
-                notify_postgres::sql::CLAIM.sql
-            ))
+            .batch_execute(&format!("PREPARE bench_claim({types}) AS {sql}"))
             .await
             .context("prepare the claim")?;
         let rows = client
             .simple_query(&format!(
-                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim({batch}, NULL)"
+                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim({args})"
             ))
             .await
             .context("explain the claim")?;

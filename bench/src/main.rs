@@ -1,7 +1,7 @@
 //! `make bench`: the service's throughput and latencies on a durable local
 //! PostgreSQL, side by side with graphile-worker and with pgbench running the same SQL.
 //!
-//! Usage: `DATABASE_URL=… bench [--quick] [--peer | --no-peer] [--only claim|peer]` (tests/scripts/bench.sh
+//! Usage: `DATABASE_URL=… bench [--quick] [--peer | --no-peer] [--only PART]` (tests/scripts/bench.sh
 //! starts a durable throwaway cluster and sets DATABASE_URL). Prints a table, then one line
 //! `BENCH {json}` holding every figure. Targets are reported, never enforced.
 //!
@@ -11,7 +11,9 @@
 //! [`latency`] (4), [`peer`] (5), [`ceiling`] (6), [`cpu`] (7), [`cold_start`] (8), and the
 //! write budget, [`writes`] (9, its counters read by [`probe`], and what one
 //! history row costs, [`floor`]), [`retention`] (10), a job's whole life, [`life`] (11), and
-//! the soak, [`soak`] (12).
+//! the soak, [`soak`] (12). Two parts run alone only: the claim on a deep queue with priority
+//! lanes, [`lanes`] (`--only lanes`), and ours at the template's defaults (`--only ours`, the
+//! headline's side of part 5 without the peer, what bench/compare.sh runs in turns).
 
 mod ceiling;
 mod claim;
@@ -21,6 +23,7 @@ mod cpu;
 mod db;
 mod floor;
 mod ingest;
+mod lanes;
 mod latency;
 mod life;
 mod measure;
@@ -88,6 +91,9 @@ struct Plan {
     soak_dir: std::path::PathBuf,
     /// Cold starts of each function in each migrations setting (and database handshakes).
     cold_runs: usize,
+    /// `--only lanes`: due `low` jobs under the claim, and the claims timed on them.
+    lanes_low_jobs: i64,
+    lanes_claims: usize,
 }
 
 impl Plan {
@@ -125,6 +131,8 @@ impl Plan {
                 soak_bucket_secs: 10,
                 soak_dir: workspace().join("target/bench"),
                 cold_runs: 5,
+                lanes_low_jobs: 100_000,
+                lanes_claims: 50,
             }
         } else {
             Self {
@@ -160,6 +168,8 @@ impl Plan {
                 soak_bucket_secs: 60,
                 soak_dir: workspace().join("bench/results"),
                 cold_runs: 20,
+                lanes_low_jobs: 1_000_000,
+                lanes_claims: 200,
             }
         }
     }
@@ -187,23 +197,24 @@ fn main() -> Result<()> {
                 history = Some(n.parse().with_context(|| format!("--history {n:?}"))?);
             }
             "--only" => match args.next().map(String::as_str) {
-                Some(part @ ("claim" | "peer" | "life" | "soak" | "cold" | "retention")) => {
-                    only = Some(part)
-                }
+                Some(
+                    part @ ("claim" | "peer" | "life" | "soak" | "cold" | "retention" | "lanes"
+                    | "ours"),
+                ) => only = Some(part),
                 Some(other) => {
                     anyhow::bail!(
-                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold` and `retention`)"
+                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold`, `retention`, `lanes` and `ours`)"
                     )
                 }
                 None => anyhow::bail!(
-                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts) or `retention` (a day dropped, idle and under load)"
+                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts), `retention` (a day dropped, idle and under load), `lanes` (the claim on a deep queue with priority lanes) or `ours` (one drain at the template's defaults)"
                 ),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention]   (needs DATABASE_URL; `make bench` sets it)"
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention|lanes|ours]   (needs DATABASE_URL; `make bench` sets it)"
                 );
                 return Ok(());
             }
@@ -230,8 +241,8 @@ fn main() -> Result<()> {
     }
 }
 
-/// `--only life`, `soak`, `cold` or `retention`: that part alone, its section, its targets, and a `BENCH`
-/// line with that part only.
+/// `--only life`, `soak`, `cold`, `retention`, `lanes` or `ours`: that part alone, its
+/// section, its targets, and a `BENCH` line with that part only.
 async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
     let results = measure::part_only(part, &plan, url).await?;
     let targets: Vec<targets::Target> = targets::targets(&results)
@@ -253,6 +264,8 @@ async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
                 serde_json::to_value(&results.retention_under_load)?,
             ),
         ],
+        "lanes" => vec![("lanes", serde_json::to_value(&results.lanes)?)],
+        "ours" => vec![("ours_default", serde_json::to_value(&results.ours_default)?)],
         _ => vec![("cold_start", serde_json::to_value(&results.cold_start)?)],
     };
     let line = part_line(&results, &targets, parts);

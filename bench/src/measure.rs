@@ -10,7 +10,7 @@ use crate::db::Bench;
 use crate::results::{Machine, Results};
 use crate::writes::{self, WriteBudget};
 use crate::{
-    ceiling, claim, cold_start, floor, ingest, latency, life, peer, retention, soak, worked,
+    ceiling, claim, cold_start, floor, ingest, lanes, latency, life, peer, retention, soak, worked,
 };
 
 pub async fn measure(plan: &Plan, url: &str) -> Result<Results> {
@@ -77,13 +77,27 @@ pub async fn peer_only(plan: &Plan, url: &str) -> Result<Results> {
     Ok(r)
 }
 
-/// `--only life`, `soak`, `cold` or `retention`: that part alone (the peer installed first for the first
-/// two, as part 5 does in a full run).
+/// `--only life`, `soak`, `cold`, `retention`, `lanes` or `ours`: that part alone (the peer
+/// installed first for the first two, as part 5 does in a full run).
 pub async fn part_only(part: &str, plan: &Plan, url: &str) -> Result<Results> {
     let (bench, mut r, started) = begin(plan, url).await?;
     let measured = async {
         if part == "cold" {
             r.cold_start = cold_start::measure(&bench, plan.cold_runs).await?;
+            return anyhow::Ok(());
+        }
+        if part == "lanes" {
+            r.lanes = Some(lanes::measure(&bench, plan).await?);
+            return anyhow::Ok(());
+        }
+        if part == "ours" {
+            // the headline's side of part 5: one drain of as many jobs, at the same settings
+            let (workers, batch) = peer::OURS_DEFAULT;
+            crate::step!(
+                "ours at the template's defaults: {} jobs, {workers} worker, batch {batch}",
+                plan.peer_jobs
+            );
+            r.ours_default = Some(worked::cell(&bench, plan.peer_jobs, workers, batch).await?);
             return anyhow::Ok(());
         }
         if part == "retention" {

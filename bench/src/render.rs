@@ -83,7 +83,7 @@ pub fn peer_only(r: &Results, targets: &[Target]) {
     footer(r, targets);
 }
 
-/// `--only life`, `soak`, `cold` or `retention`: that part's section.
+/// `--only life`, `soak`, `cold`, `retention`, `lanes` or `ours`: that part's section.
 pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
     header(r);
     say!("");
@@ -91,6 +91,8 @@ pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
         "life" => whole_life(r),
         "soak" => soak(r),
         "retention" => retention(r),
+        "lanes" => lanes(r),
+        "ours" => ours(r),
         _ => r.cold_start.render(),
     }
     say!("");
@@ -99,7 +101,9 @@ pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
 
 /// The targets, and the load and time of the run.
 fn footer(r: &Results, targets: &[Target]) {
-    verdicts(targets);
+    if !targets.is_empty() {
+        verdicts(targets);
+    }
     say!(
         "load average after: {}; total time {:.0} s",
         r.load_after,
@@ -534,6 +538,66 @@ fn claim(r: &Results) {
     for l in c.explain_finished_many.lines() {
         say!("     {l}");
     }
+}
+
+/// `--only lanes`.
+fn lanes(r: &Results) {
+    let Some(l) = &r.lanes else { return };
+    say!(
+        "lanes: the claim at batch {} on {} due low jobs ({} organizations), {} due high, {} high due tomorrow; each claim in a transaction rolled back (commit not timed)",
+        l.batch,
+        fmt_n(l.low_due as f64),
+        fmt_n(l.organizations as f64),
+        l.high_due,
+        fmt_n(l.high_later as f64)
+    );
+    let yes = |b: bool| if b { "yes" } else { "NO" };
+    for (name, c) in [
+        ("claim.sql".to_owned(), &l.plain),
+        (
+            format!(
+                "claim_fair.sql (RATE_LIMIT_PER_ORG_PER_MIN {})",
+                l.fair_per_min
+            ),
+            &l.fair,
+        ),
+    ] {
+        say!(
+            "   {name}: p50 {} / p99 {} over {} claims; first claim: {} rows, {} due high (first: {}), {} high due tomorrow, {} low; job_queue read by index only: {}",
+            ms(c.claim.p50_ms),
+            ms(c.claim.p99_ms),
+            c.claim.n,
+            c.rows,
+            c.high_due,
+            yes(c.high_first),
+            c.high_later,
+            c.low,
+            yes(c.indexed)
+        );
+    }
+    for (name, c) in [("claim.sql", &l.plain), ("claim_fair.sql", &l.fair)] {
+        say!(
+            "   EXPLAIN (ANALYZE, BUFFERS) of {name}, batch {}:",
+            l.batch
+        );
+        for line in c.explain.lines() {
+            say!("     {line}");
+        }
+    }
+}
+
+/// `--only ours`.
+fn ours(r: &Results) {
+    let Some(c) = &r.ours_default else { return };
+    say!(
+        "ours at the template's defaults ({} worker, batch {}, WORKER_CONCURRENCY default, no-op delivery): {} jobs/s ({} jobs, {:.2} s between 10% and 90% of the drain, {:.4} CPU ms a job)",
+        c.workers,
+        c.batch,
+        fmt_n(c.jobs_per_sec),
+        fmt_n(c.jobs as f64),
+        c.secs,
+        c.cpu_ms_per_job
+    );
 }
 
 fn retention(r: &Results) {

@@ -158,6 +158,12 @@ pub struct Results {
     pub retention_under_load: crate::retention::UnderLoad,
     /// 7
     pub cpu: Cpu,
+    /// `--only lanes`: the claim on a deep queue with priority lanes (not in a full run)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lanes: Option<crate::lanes::Lanes>,
+    /// `--only ours`: one drain at the template's defaults (not in a full run)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ours_default: Option<crate::worked::Cell>,
     /// The load average after the run (1, 5 and 15 minutes).
     pub load_after: String,
     #[serde(serialize_with = "rounded::<1, _>")]

@@ -9,6 +9,10 @@
 #   tests/scripts/bench.sh --only life    a job's whole life on both sides (part 11)
 #   tests/scripts/bench.sh --only soak    both sides under a steady load, 30 minutes (part 12)
 #   tests/scripts/bench.sh --only cold    cold starts, as deployed too (part 8)
+#   tests/scripts/bench.sh --only lanes   the claim and the fair claim on 1M due `low` jobs
+#                                         and a few `high` (plans, times; bench/src/lanes.rs)
+#   tests/scripts/bench.sh --only ours    one drain at the template's defaults (what
+#                                         bench/compare.sh REV runs against REV in turns)
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
