@@ -11,7 +11,6 @@ use notify_core::delivery::{Deliverer, DeliveryConfig};
 use notify_core::domain::Channel;
 use notify_core::store::ClaimedJob;
 use serde_json::json;
-use uuid::Uuid;
 
 /// SNS's (Query protocol) answer to an internal failure.
 fn sns_internal_error() -> Vec<u8> {
@@ -51,25 +50,11 @@ async fn sdk(endpoint: &str) -> aws_config::SdkConfig {
 }
 
 fn job(channel: Channel) -> ClaimedJob {
-    let now = chrono::Utc::now();
     let payload = match channel {
         Channel::Sms => json!({"to": "+15555550100", "message": "Your code is 123456"}),
         Channel::Email => json!({"to": "a@example.com", "subject": "Hi", "text": "Hello"}),
     };
-    ClaimedJob {
-        id: Uuid::now_v7(),
-        organization_id: Uuid::new_v4(),
-        channel,
-        payload,
-        attempt: 1,
-        max_attempts: 5,
-        call: 1,
-        claim_token: Uuid::new_v4(),
-        claimed_at: now,
-        created_at: now,
-        suppressed: false,
-        trace_header: None,
-    }
+    integration_tests::stand_in::claimed_job(channel, payload)
 }
 
 #[tokio::test]

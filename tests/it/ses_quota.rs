@@ -12,7 +12,6 @@ use notify_core::pace::{Quota, SendQuota, Throttle, throttle};
 use notify_core::store::ClaimedJob;
 use notify_delivery::SesQuota;
 use serde_json::json;
-use uuid::Uuid;
 
 const EMAIL_FROM: &str = "noreply@notify-tests.example.com";
 
@@ -23,21 +22,10 @@ async fn front_alone() -> SesFront {
 }
 
 fn email_job(to: &str) -> ClaimedJob {
-    let now = chrono::Utc::now();
-    ClaimedJob {
-        id: Uuid::now_v7(),
-        organization_id: Uuid::new_v4(),
-        channel: Channel::Email,
-        payload: json!({"to": to, "subject": "Your code", "text": "123456"}),
-        attempt: 1,
-        max_attempts: 5,
-        call: 1,
-        claim_token: Uuid::new_v4(),
-        claimed_at: now,
-        created_at: now,
-        suppressed: false,
-        trace_header: None,
-    }
+    integration_tests::stand_in::claimed_job(
+        Channel::Email,
+        json!({"to": to, "subject": "Your code", "text": "123456"}),
+    )
 }
 
 /// The error a `SendEmail` refused with `(status, code, message)` comes back as.

@@ -335,3 +335,26 @@ pub async fn read_queue(sdk: &aws_config::SdkConfig, queue_url: &str, wanted: us
     }
     bodies
 }
+
+/// A job as the claim hands it to a deliverer (first attempt, fresh claim), for tests that
+/// call an adapter directly.
+pub fn claimed_job(
+    channel: notify_core::domain::Channel,
+    payload: Value,
+) -> notify_core::store::ClaimedJob {
+    let now = chrono::Utc::now();
+    notify_core::store::ClaimedJob {
+        id: uuid::Uuid::now_v7(),
+        organization_id: uuid::Uuid::new_v4(),
+        channel,
+        payload,
+        attempt: 1,
+        max_attempts: 5,
+        call: 1,
+        claim_token: uuid::Uuid::new_v4(),
+        claimed_at: now,
+        created_at: now,
+        suppressed: false,
+        trace_header: None,
+    }
+}
