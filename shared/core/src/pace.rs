@@ -16,7 +16,6 @@
 //! Why this shape: docs/decisions/0011-pace-and-priority-lanes.md.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -290,7 +289,6 @@ pub struct Paced<D> {
     /// [`HOLD_RECHECK`]), per channel.
     held: Mutex<[KnownHold; 2]>,
     stats: Mutex<PaceStats>,
-    paced_micros: AtomicU64,
 }
 
 fn slot(channel: Channel) -> usize {
@@ -317,7 +315,6 @@ impl<D: Deliverer> Paced<D> {
             cache: tokio::sync::Mutex::new(QuotaCache::Empty),
             held: Mutex::new([None, None]),
             stats: Mutex::new(PaceStats::default()),
-            paced_micros: AtomicU64::new(0),
         }
     }
 
@@ -325,15 +322,13 @@ impl<D: Deliverer> Paced<D> {
     pub fn take_stats(&self) -> PaceStats {
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         let rate = stats.rate;
-        let mut taken = std::mem::replace(
+        std::mem::replace(
             &mut *stats,
             PaceStats {
                 rate,
                 ..PaceStats::default()
             },
-        );
-        taken.paced_seconds = self.paced_micros.swap(0, Ordering::Relaxed) as f64 / 1e6;
-        taken
+        )
     }
 
     /// The metric line ([`pace_line`]) of what the pace did since the last one.
@@ -509,8 +504,7 @@ impl<D: Deliverer> Deliverer for Paced<D> {
                 wait: Some(wait), ..
             } => {
                 if !wait.is_zero() {
-                    self.paced_micros
-                        .fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
+                    self.count(|s| s.paced_seconds += wait.as_secs_f64());
                     tokio::time::sleep(wait).await;
                 }
                 self.inner.admit(job, max_wait.saturating_sub(wait)).await
