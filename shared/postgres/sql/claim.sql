@@ -7,8 +7,13 @@
 -- as the batch still needs: a deep `low` lane costs nothing while `high` jobs fill the
 -- batch, and jobs scheduled for later are never read (one ordered scan over all lanes would
 -- pass over every lane's future jobs before the next lane's due ones).
+-- How: a nested loop over the three lanes, in the order listed (the lateral subquery refers
+-- to the lane, so the lanes are the loop's outer side), each lane's rows read, and locked,
+-- only as the outer LIMIT pulls them. When the batch is full the loop stops: the rest of a
+-- lane, and the lanes after it, are neither read nor locked. One subquery for the three
+-- lanes also keeps the statement cheap to plan, which it is on every call (unnamed).
 -- SKIP LOCKED: rows another claimer holds are skipped, never waited for, and do not count
--- against a lane's LIMIT (it applies to the rows locked).
+-- against the LIMITs (they apply to the rows locked).
 -- The UPDATE changes no indexed column, so the claimed version of the row stays on its page
 -- with no new index entry (a HOT update); the claimed rows stay in job_queue_lanes, where
 -- the scans below pass over them (the jobs in flight).
@@ -16,51 +21,25 @@
 -- `update`, copied there by the build); complete.sql holds the whole statement.
 -- Why this shape: docs/decisions/0004-claim-with-skip-locked.md, and
 -- docs/decisions/0011-pace-and-priority-lanes.md for the lanes.
-WITH high AS (
-    SELECT id
-    FROM job_queue
-    WHERE priority = 'high'
-      AND claim_token IS NULL
-      AND next_attempt_at <= coalesce($2::timestamptz, now())
-      -- an expired job is never sent (the sweeper marks it expired)
-      AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
-    ORDER BY next_attempt_at
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-),
-normal AS (
-    SELECT id
-    FROM job_queue
-    WHERE priority = 'normal'
-      AND claim_token IS NULL
-      AND next_attempt_at <= coalesce($2::timestamptz, now())
-      AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
-    ORDER BY next_attempt_at
-    LIMIT $1 - (SELECT count(*) FROM high)
-    FOR UPDATE SKIP LOCKED
-),
-low AS (
-    SELECT id
-    FROM job_queue
-    WHERE priority = 'low'
-      AND claim_token IS NULL
-      AND next_attempt_at <= coalesce($2::timestamptz, now())
-      AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
-    ORDER BY next_attempt_at
-    LIMIT $1 - (SELECT count(*) FROM high) - (SELECT count(*) FROM normal)
-    FOR UPDATE SKIP LOCKED
-),
--- LIMIT $1 again, though the lanes never add up to more: the lanes' LIMITs are expressions,
--- which the planner guesses at a tenth of the lane, so without it a deep lane looks like
--- tens of thousands of rows and the UPDATE joins them by a scan of the whole queue (720 ms
--- with a million due jobs, instead of 5 ms through the primary key, as a nested loop that
--- also keeps the lanes' order in what the claim returns).
-due AS (
-    SELECT id FROM high
-    UNION ALL
-    SELECT id FROM normal
-    UNION ALL
-    SELECT id FROM low
+WITH due AS (
+    SELECT lane_due.id
+    FROM (VALUES ('high'::job_priority), ('normal'::job_priority), ('low'::job_priority))
+         AS lane (priority)
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM job_queue
+        WHERE priority = lane.priority
+          AND claim_token IS NULL
+          AND next_attempt_at <= coalesce($2::timestamptz, now())
+          -- an expired job is never sent (the sweeper marks it expired)
+          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
+        ORDER BY next_attempt_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    ) AS lane_due
+    -- the batch; it also tells the planner that `due` is at most $1 rows, so the UPDATE
+    -- joins them through job_queue_pkey (a nested loop that keeps the lanes' order in what
+    -- the claim returns) rather than by a scan of the whole queue
     LIMIT $1
 )
 -- @part update

@@ -92,51 +92,25 @@ recorded AS (
 claimed AS (
     -- claim.sql, unchanged: its $1 and $2 are this statement's
     -- @include claim.sql
-    WITH high AS (
-        SELECT id
-        FROM job_queue
-        WHERE priority = 'high'
-          AND claim_token IS NULL
-          AND next_attempt_at <= coalesce($2::timestamptz, now())
-          -- an expired job is never sent (the sweeper marks it expired)
-          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
-        ORDER BY next_attempt_at
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED
-    ),
-    normal AS (
-        SELECT id
-        FROM job_queue
-        WHERE priority = 'normal'
-          AND claim_token IS NULL
-          AND next_attempt_at <= coalesce($2::timestamptz, now())
-          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
-        ORDER BY next_attempt_at
-        LIMIT $1 - (SELECT count(*) FROM high)
-        FOR UPDATE SKIP LOCKED
-    ),
-    low AS (
-        SELECT id
-        FROM job_queue
-        WHERE priority = 'low'
-          AND claim_token IS NULL
-          AND next_attempt_at <= coalesce($2::timestamptz, now())
-          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
-        ORDER BY next_attempt_at
-        LIMIT $1 - (SELECT count(*) FROM high) - (SELECT count(*) FROM normal)
-        FOR UPDATE SKIP LOCKED
-    ),
-    -- LIMIT $1 again, though the lanes never add up to more: the lanes' LIMITs are expressions,
-    -- which the planner guesses at a tenth of the lane, so without it a deep lane looks like
-    -- tens of thousands of rows and the UPDATE joins them by a scan of the whole queue (720 ms
-    -- with a million due jobs, instead of 5 ms through the primary key, as a nested loop that
-    -- also keeps the lanes' order in what the claim returns).
-    due AS (
-        SELECT id FROM high
-        UNION ALL
-        SELECT id FROM normal
-        UNION ALL
-        SELECT id FROM low
+    WITH due AS (
+        SELECT lane_due.id
+        FROM (VALUES ('high'::job_priority), ('normal'::job_priority), ('low'::job_priority))
+             AS lane (priority)
+        CROSS JOIN LATERAL (
+            SELECT id
+            FROM job_queue
+            WHERE priority = lane.priority
+              AND claim_token IS NULL
+              AND next_attempt_at <= coalesce($2::timestamptz, now())
+              -- an expired job is never sent (the sweeper marks it expired)
+              AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
+            ORDER BY next_attempt_at
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED
+        ) AS lane_due
+        -- the batch; it also tells the planner that `due` is at most $1 rows, so the UPDATE
+        -- joins them through job_queue_pkey (a nested loop that keeps the lanes' order in what
+        -- the claim returns) rather than by a scan of the whole queue
         LIMIT $1
     )
     UPDATE job_queue AS q
