@@ -37,9 +37,9 @@ WITH due AS (
         LIMIT $1
         FOR UPDATE SKIP LOCKED
     ) AS lane_due
-    -- the batch; it also tells the planner that `due` is at most $1 rows, so the UPDATE
-    -- joins them through job_queue_pkey (a nested loop that keeps the lanes' order in what
-    -- the claim returns) rather than by a scan of the whole queue
+    -- the batch: the lanes together give at most $1 (each lane's own LIMIT only bounds
+    -- that lane). `due` is then a few rows, which the UPDATE joins through job_queue_pkey,
+    -- a nested loop that keeps the lanes' order in what the claim returns.
     LIMIT $1
 )
 -- @part update
