@@ -1,7 +1,7 @@
 //! Per-organization rate limits: enforced at claim time (fair across tenants, exact under
 //! concurrent claimers) and at ingest (429 with RateLimit-* headers).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use integration_tests::TestDb;
@@ -454,7 +454,8 @@ async fn the_fair_claim_goes_lane_by_lane_and_keeps_each_budget() {
         .await
         .unwrap();
     let store = limited_store(&db, 6).await;
-    // (organization, lane) of each job one claim of `batch` took
+    // (organization, lane) of each job one claim of `batch` took, in the claim's answer's
+    // order (the order the worker calls the providers in)
     let claim = |batch: u32| {
         let (store, client) = (&store, &client);
         async move {
@@ -468,13 +469,17 @@ async fn the_fair_claim_goes_lane_by_lane_and_keeps_each_budget() {
             let ids: Vec<Uuid> = claimed.iter().map(|j| j.id).collect();
             let rows = client
                 .query(
-                    "SELECT organization_id, priority::text FROM job_queue WHERE id = ANY($1)",
+                    "SELECT id, organization_id, priority::text FROM job_queue WHERE id = ANY($1)",
                     &[&ids],
                 )
                 .await
                 .unwrap();
-            rows.iter()
-                .map(|r| (r.get(0), r.get(1)))
+            let lanes: HashMap<Uuid, (Uuid, String)> = rows
+                .iter()
+                .map(|r| (r.get(0), (r.get(1), r.get(2))))
+                .collect();
+            ids.iter()
+                .map(|id| lanes[id].clone())
                 .collect::<Vec<(Uuid, String)>>()
         }
     };
@@ -488,6 +493,13 @@ async fn the_fair_claim_goes_lane_by_lane_and_keeps_each_budget() {
     );
     // the eight places left, shared by a and c round-robin (each within its 6 a minute)
     assert_eq!((count(a, "normal"), count(c, "normal")), (4, 4), "{got:?}");
+    // and the answer in that order: the high jobs, then a's and c's in turns
+    let lanes: Vec<&str> = got.iter().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(lanes[..3], ["high"; 3], "{got:?}");
+    for turn in got[3..].chunks(2) {
+        let orgs: HashSet<Uuid> = turn.iter().map(|(o, _)| *o).collect();
+        assert_eq!(orgs, HashSet::from([a, c]), "a and c in turns: {got:?}");
+    }
 
     // the next claims: a and c reach their budget of 6; b's low jobs fill the rest, within
     // b's budget (3 high already taken, 3 left)

@@ -17,8 +17,8 @@
 -- The UPDATE changes no indexed column, so the claimed version of the row stays on its page
 -- with no new index entry (a HOT update); the claimed rows stay in job_queue_lanes, where
 -- the scans below pass over them (the jobs in flight).
--- claim_fair.sql picks its `due` rows otherwise and ends with this same UPDATE (the part
--- `update`, copied there by the build); complete.sql holds the whole statement.
+-- claim_fair.sql picks its `due` rows otherwise and claims them with this same UPDATE (the
+-- part `update`, copied there by the build); complete.sql holds the whole statement.
 -- Why this shape: docs/decisions/0004-claim-with-skip-locked.md, and
 -- docs/decisions/0011-pace-and-priority-lanes.md for the lanes.
 WITH due AS (

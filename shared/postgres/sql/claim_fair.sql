@@ -14,6 +14,7 @@
 --    chosen first and only the chosen ones locked, so a claim locks at most $1 rows however
 --    many organizations have due jobs.
 --  * The claim itself is claim.sql's UPDATE (its part `update`), copied below by the build.
+--    Its answer is put back in the batch's order, which a join does not keep.
 -- Why this shape: docs/decisions/0005-fair-claim-per-organization.md.
 WITH RECURSIVE orgs AS (
     -- the organizations with due jobs, one index probe each (a loose index scan)
@@ -77,7 +78,7 @@ chosen AS (
 -- only the chosen rows are locked; one another claimer holds (or claimed since this
 -- statement's snapshot: the conditions are checked again on the latest row) is skipped
 locked AS (
-    SELECT j.id, j.organization_id, ch.priority, ch.turn
+    SELECT j.id, j.organization_id, ch.priority, ch.turn, j.next_attempt_at
     FROM job_queue AS j
     JOIN chosen AS ch ON ch.id = j.id
     WHERE j.claim_token IS NULL
@@ -115,20 +116,31 @@ due AS (
     FROM picked AS p
     JOIN reserved AS r ON r.organization_id = p.organization_id
     WHERE p.turn <= r.granted
+),
+-- the claim: claim.sql's UPDATE, whose answer comes in the order of its join
+claimed AS (
+    -- @include claim.sql#update
+    UPDATE job_queue AS q
+    SET attempts    = q.attempts + 1,
+        tries       = GREATEST(q.tries, q.attempts) + 1,
+        claimed_at  = coalesce($2::timestamptz, now()),
+        claim_token = gen_random_uuid()
+    FROM due
+    WHERE q.id = due.id
+    RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
+              q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
+              -- the recipient was suppressed after the job was accepted: the worker ends it
+              -- `dead` without calling the provider
+              EXISTS (SELECT FROM suppressions AS s
+                      WHERE s.organization_id = q.organization_id
+                        AND s.recipient = q.payload ->> 'to') AS suppressed
+    -- @end claim.sql#update
 )
--- @include claim.sql#update
-UPDATE job_queue AS q
-SET attempts    = q.attempts + 1,
-    tries       = GREATEST(q.tries, q.attempts) + 1,
-    claimed_at  = coalesce($2::timestamptz, now()),
-    claim_token = gen_random_uuid()
-FROM due
-WHERE q.id = due.id
-RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
-          q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
-          -- the recipient was suppressed after the job was accepted: the worker ends it
-          -- `dead` without calling the provider
-          EXISTS (SELECT FROM suppressions AS s
-                  WHERE s.organization_id = q.organization_id
-                    AND s.recipient = q.payload ->> 'to') AS suppressed
--- @end claim.sql#update
+-- the answer in the batch's order, which is the order the worker calls the providers in:
+-- lane by lane, round-robin across organizations within a lane, each organization's oldest
+-- first
+SELECT c.id, c.organization_id, c.channel, c.payload, c.attempts, c.max_attempts, c.tries,
+       c.claim_token, c.claimed_at, c.trace_header, c.created_at, c.suppressed
+FROM claimed AS c
+JOIN locked AS l ON l.id = c.id
+ORDER BY l.priority, l.turn, l.next_attempt_at

@@ -548,10 +548,15 @@ mod tests {
     fn the_composed_statements_hold_the_claim() {
         assert_eq!(CLAIM_FAIR.sql.matches("UPDATE job_queue AS q").count(), 1);
         assert!(
+            CLAIM_FAIR.sql.contains("    -- @end claim.sql#update\n)"),
+            "claim.sql's UPDATE, whole, is the CTE `claimed`"
+        );
+        assert!(
             CLAIM_FAIR
                 .sql
                 .trim_end()
-                .ends_with("-- @end claim.sql#update")
+                .ends_with("ORDER BY l.priority, l.turn, l.next_attempt_at"),
+            "the fair claim answers in the batch's order"
         );
         assert!(COMPLETE_AND_CLAIM.sql.contains("FOR UPDATE SKIP LOCKED"));
         assert!(
