@@ -857,6 +857,31 @@ CREATE TABLE public.webhook_endpoints (
 
 
 --
+-- Name: worker_fleet; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.worker_fleet (
+    id boolean DEFAULT true NOT NULL,
+    decided_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    CONSTRAINT worker_fleet_id_check CHECK (id)
+);
+
+
+--
+-- Name: worker_slots; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.worker_slots (
+    slot integer NOT NULL,
+    lease uuid,
+    until timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    starting boolean DEFAULT false NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT worker_slots_slot_check CHECK (((slot >= 1) AND (slot <= 100)))
+);
+
+
+--
 -- Name: delivery_feedback delivery_feedback_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1014,6 +1039,22 @@ ALTER TABLE ONLY public.webhook_deliveries
 
 ALTER TABLE ONLY public.webhook_endpoints
     ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: worker_fleet worker_fleet_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.worker_fleet
+    ADD CONSTRAINT worker_fleet_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: worker_slots worker_slots_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.worker_slots
+    ADD CONSTRAINT worker_slots_pkey PRIMARY KEY (slot);
 
 
 --

@@ -127,6 +127,13 @@ pub trait Deliverer: Send + Sync {
         Ok(())
     }
 
+    /// The most messages per second every worker together may hand to the providers (the
+    /// channels' shared rates added up), `None` when a channel has no limit. The fleet starts
+    /// no more workers than this rate keeps busy.
+    async fn send_rate(&self) -> Option<f64> {
+        None
+    }
+
     /// After a call that failed with `err`: when the job may go again if the provider
     /// pushed back (a throttle), the attempt spent on nothing; `None` for the worker's own
     /// decision. `None` by default.

@@ -9,6 +9,8 @@
 //! - [`delivery`]: the delivery port, its payloads and the error-class table; `notify-delivery`
 //!   implements it with SNS and SES.
 //! - [`pace`]: the providers' pace (shared send rates, quota holds) around the deliverer.
+//! - [`fleet`]: the worker invocations at work: waking one on accept, lingering, starting more
+//!   for a backlog; its store port and the port that starts an invocation (`notify-lambda`).
 //! - [`webhooks`]: the Standard Webhooks signature and the policy on which URLs and addresses
 //!   a webhook may reach (pure, but for a DNS lookup); `notify-webhooks` sends with them.
 //! - [`events`]: the status events' ports (the bus, the webhook sender) and their dispatch.
@@ -23,6 +25,7 @@ pub mod domain;
 pub mod error;
 pub mod events;
 pub mod feedback;
+pub mod fleet;
 pub mod pace;
 pub mod stats;
 pub mod store;

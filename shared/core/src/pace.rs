@@ -464,6 +464,12 @@ impl<D: Deliverer> Deliverer for Paced<D> {
         self.inner.deliver(job).await
     }
 
+    async fn send_rate(&self) -> Option<f64> {
+        let sms = self.rate(Channel::Sms).await?;
+        let email = self.rate(Channel::Email).await?;
+        Some(sms + email)
+    }
+
     async fn admit(&self, job: &ClaimedJob, max_wait: Duration) -> Result<(), NotNow> {
         if let Some(until) = self.held_here(job.channel) {
             self.count(|s| s.quota_held += 1);

@@ -378,6 +378,25 @@ rows! {
         next_in_secs: f64 = FLOAT8,
     }
 
+    /// A lease: of a slot taken for a worker about to be started (wake_worker.sql,
+    /// grow_fleet.sql).
+    LeaseRow {
+        lease: Uuid = UUID,
+    }
+
+    /// The slot a worker invocation holds, and its lease (join_fleet.sql).
+    SlotRow {
+        slot: i32 = INT4,
+        lease: Uuid = UUID,
+    }
+
+    /// fleet_census.sql: whether the caller has the turn, and then what it counted.
+    CensusRow {
+        turn: bool = BOOL,
+        held: i64 = INT8,
+        due: i64 = INT8,
+    }
+
     /// slow_send_pace.sql
     PaceFactorRow {
         factor: f64 = FLOAT8,
@@ -467,6 +486,11 @@ queries! {
         -> SendSlotsRow;
     SLOW_SEND_PACE = "slow_send_pace.sql" [TEXT, TIMESTAMPTZ] -> PaceFactorRow;
     HOLD_CHANNEL = "hold_channel.sql" [TEXT, TIMESTAMPTZ, TEXT, INT8, TIMESTAMPTZ] -> IdRow;
+    WAKE_WORKER = "wake_worker.sql" [FLOAT8, BOOL, TIMESTAMPTZ] -> LeaseRow;
+    JOIN_FLEET = "join_fleet.sql" [UUID, TIMESTAMPTZ, INT4, TIMESTAMPTZ] -> SlotRow;
+    LEAVE_FLEET = "leave_fleet.sql" [INT4, UUID, TIMESTAMPTZ] -> NoRows;
+    FLEET_CENSUS = "fleet_census.sql" [FLOAT8, INT8, TIMESTAMPTZ] -> CensusRow;
+    GROW_FLEET = "grow_fleet.sql" [INT8, INT4, FLOAT8, TIMESTAMPTZ] -> LeaseRow;
     CANCEL = "cancel.sql" [UUID, UUID] -> SummaryRow;
     REQUEUE = "requeue.sql" [UUID, UUID] -> SummaryRow;
     REQUEUE_DEAD = "requeue_dead.sql" [UUID, TIMESTAMPTZ, TIMESTAMPTZ, TEXT, INT8] -> RequeuedRow;

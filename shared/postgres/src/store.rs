@@ -25,6 +25,7 @@ use crate::sql::{self, FromRow, Query};
 
 mod events;
 mod feedback;
+mod fleet;
 mod pace;
 
 /// The job repository over one PostgreSQL connection per process.
