@@ -146,6 +146,18 @@ impl EventsConfig {
 }
 
 impl DispatchSummary {
+    /// Adds a later round's counts; the backlog's age is the later round's.
+    pub fn add(&mut self, later: DispatchSummary) {
+        self.published += later.published;
+        self.publish_failed += later.publish_failed;
+        self.webhooks_delivered += later.webhooks_delivered;
+        self.webhooks_failed += later.webhooks_failed;
+        self.webhooks_dead += later.webhooks_dead;
+        self.endpoints_disabled += later.endpoints_disabled;
+        self.fenced += later.fenced;
+        self.webhook_backlog_age_secs = later.webhook_backlog_age_secs;
+    }
+
     /// The invocation's event metrics as one Embedded Metric Format line
     /// ([`crate::telemetry::emf::EVENT_METRICS`]).
     pub fn metric_line(&self, timestamp_ms: i64) -> String {
@@ -185,8 +197,24 @@ fn at(now: DateTime<Utc>, wait: Duration) -> DateTime<Utc> {
 }
 
 /// Publishes and posts whatever is due until nothing is, or `deadline` is too near for
-/// another round. Call failures are recorded, not returned: only a store error stops it.
+/// another round, then prints the metric line. Call failures are recorded, not returned: only
+/// a store error stops it.
 pub async fn dispatch(
+    store: &dyn EventStore,
+    bus: Option<&dyn EventBus>,
+    hooks: &dyn WebhookSender,
+    cfg: &EventsConfig,
+    deadline: Instant,
+) -> Result<DispatchSummary, StoreError> {
+    let summary = dispatch_round(store, bus, hooks, cfg, deadline).await?;
+    // on stdout, where CloudWatch reads it
+    println!("{}", summary.metric_line(Utc::now().timestamp_millis()));
+    Ok(summary)
+}
+
+/// [`dispatch`] without the metric line: one of the rounds a worker runs while it delivers
+/// (its caller adds them up with [`DispatchSummary::add`] and prints one line).
+pub async fn dispatch_round(
     store: &dyn EventStore,
     bus: Option<&dyn EventBus>,
     hooks: &dyn WebhookSender,
@@ -199,8 +227,6 @@ pub async fn dispatch(
     }
     post(store, hooks, cfg, deadline, &mut summary).await?;
     summary.webhook_backlog_age_secs = store.webhook_backlog_age().await?.as_secs();
-    // on stdout, where CloudWatch reads it
-    println!("{}", summary.metric_line(Utc::now().timestamp_millis()));
     Ok(summary)
 }
 

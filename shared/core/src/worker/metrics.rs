@@ -34,6 +34,12 @@ impl Latencies {
         self.email.extend(other.email);
     }
 
+    /// The mean latency of every call, `None` without any.
+    pub fn mean_ms(&self) -> Option<f64> {
+        let n = self.sms.len() + self.email.len();
+        (n > 0).then(|| (self.sms.iter().sum::<f64>() + self.email.iter().sum::<f64>()) / n as f64)
+    }
+
     /// A channel's calls, in the order they finished (ms, to the microsecond).
     pub fn of(&self, channel: Channel) -> Vec<f64> {
         let values = match channel {

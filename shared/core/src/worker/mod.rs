@@ -1,6 +1,9 @@
 //! The worker: claim a batch of due jobs, deliver them concurrently, complete the batch and
 //! claim the next one in one transaction (one round trip, one commit), repeat until nothing
-//! is due or the invocation's time is nearly up.
+//! is due or the invocation's time is nearly up. In the fleet ([`run_in`], what the worker
+//! function runs), it lingers while jobs arrive, starts more workers for a backlog and hands
+//! over at its deadline ([`crate::fleet`]); [`shift`] runs it beside the status events'
+//! dispatch.
 //!
 //! No transaction is open during delivery: the claim commits first, and every attempt's
 //! result is written afterwards, conditioned on its claim token (a job swept and claimed
@@ -8,6 +11,7 @@
 
 mod decide;
 mod metrics;
+pub mod shift;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
@@ -24,6 +28,7 @@ use crate::delivery::{
     Deliverer, DeliveryConfig, DeliveryError, ErrorClass, NotNow, SUPPRESSED, WORKER_PANIC,
     masked_recipient_of,
 };
+use crate::fleet::Crew;
 use crate::store::{
     At, Claim, ClaimedJob, CompleteAndClaim, CompleteReport, Completion, Decision, JobStore,
     QueueDepth, Release, StoreError,
@@ -36,8 +41,10 @@ pub use metrics::{Latencies, worker_lines};
 /// Time kept free before the deadline besides the provider calls: claiming, completing and
 /// answering Lambda.
 pub const SAFETY_MARGIN: Duration = Duration::from_secs(3);
-/// How often an empty queue is polled when `WORKER_POLL_SECS` is set.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// How often an empty queue is polled while a worker lingers (`WORKER_IDLE_MS`) or polls
+/// (`WORKER_POLL_SECS`): a job accepted meanwhile waits half of it on average. The poll is one
+/// claim over the lanes' indexes, reading no row when nothing is due.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// The time budget assumed when the invocation carries no deadline (a bare local run).
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(60);
 
@@ -167,6 +174,31 @@ pub async fn run(
     cfg: &WorkerConfig,
     deadline: Instant,
 ) -> Result<WorkerSummary, StoreError> {
+    run_with(store, deliverer, cfg, deadline, None).await
+}
+
+/// [`run`] as a member of the fleet ([`Crew`]): it claims only while it holds its slot; with
+/// nothing due it lingers for the crew's idle time, then leaves (and stays if a job came as
+/// it left); after a full batch it may start more workers; at its deadline, with jobs still
+/// due, it hands over. The crew leaves on every way out but a store error, whose invocation
+/// fails (its slot is free at its deadline).
+pub async fn run_in(
+    store: &dyn JobStore,
+    deliverer: &dyn Deliverer,
+    cfg: &WorkerConfig,
+    deadline: Instant,
+    crew: &mut Crew<'_>,
+) -> Result<WorkerSummary, StoreError> {
+    run_with(store, deliverer, cfg, deadline, Some(crew)).await
+}
+
+async fn run_with(
+    store: &dyn JobStore,
+    deliverer: &dyn Deliverer,
+    cfg: &WorkerConfig,
+    deadline: Instant,
+    crew: Option<&mut Crew<'_>>,
+) -> Result<WorkerSummary, StoreError> {
     let started = Instant::now();
     let queue = queue_depth(store).await;
     let mut summary = WorkerSummary::default();
@@ -178,6 +210,7 @@ pub async fn run(
         deadline,
         &mut summary,
         &mut latencies,
+        crew,
     )
     .await;
     summary.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -214,11 +247,18 @@ async fn work(
     deadline: Instant,
     summary: &mut WorkerSummary,
     latencies: &mut Latencies,
+    mut crew: Option<&mut Crew<'_>>,
 ) -> Result<(), StoreError> {
     let poll_until = deadline.checked_sub(cfg.poll).unwrap_or_else(Instant::now);
     // the batch claimed together with the previous batch's completion, if any
     let mut next: Vec<ClaimedJob> = Vec::new();
+    // when the last job was seen (or the invocation began): the linger counts from here
+    let mut busy_at = Instant::now();
+    // the deadline, not an empty queue, ended the loop: what is due may need a successor
+    let mut out_of_time = false;
     loop {
+        // outside the fleet, or in it with a slot: it may claim
+        let member = crew.as_ref().is_none_or(|c| c.is_member());
         let batch = if next.is_empty() {
             let Some(size) =
                 batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
@@ -229,8 +269,12 @@ async fn work(
                         .as_millis() as u64,
                     "too little time left for another batch; stopping"
                 );
+                out_of_time = true;
                 break;
             };
+            if !member {
+                break;
+            }
             let batch = store
                 .claim(Claim {
                     batch_size: size,
@@ -239,33 +283,69 @@ async fn work(
                 .await?;
             if batch.is_empty() {
                 let now = Instant::now();
-                if cfg.poll.is_zero() || now >= poll_until {
+                let polling = !cfg.poll.is_zero() && now < poll_until;
+                let lingering = crew
+                    .as_ref()
+                    .is_some_and(|c| now.saturating_duration_since(busy_at) < c.idle());
+                if polling || lingering {
+                    let until = if polling { poll_until } else { deadline };
+                    tokio::time::sleep(POLL_INTERVAL.min(until.saturating_duration_since(now)))
+                        .await;
+                    continue;
+                }
+                let Some(crew) = crew.as_deref_mut() else {
+                    break;
+                };
+                // leaving: the slot is freed (and committed) before one last claim, so a job
+                // accepted meanwhile either is in that claim or found no worker and woke one
+                crew.leave().await;
+                let last = store
+                    .claim(Claim {
+                        batch_size: size,
+                        now: None,
+                    })
+                    .await?;
+                if last.is_empty() {
                     break;
                 }
-                tokio::time::sleep(POLL_INTERVAL.min(poll_until - now)).await;
-                continue;
+                tracing::info!(
+                    claimed = last.len(),
+                    "jobs came as the worker left; it stays"
+                );
+                // without a slot again, it delivers what it claimed and stops
+                crew.stay().await;
+                last
+            } else {
+                batch
             }
-            batch
         } else {
             std::mem::take(&mut next)
         };
         let batch_started = Instant::now();
-        let (counts, claimed_next) = match run_batch(store, deliverer, cfg, batch, deadline).await {
-            Ok(done) => done,
-            Err(BatchStopped { counts, err }) => {
-                tracing::error!(
-                    claimed = counts.claimed,
-                    sent = counts.sent,
-                    released = counts.released,
-                    error = %crate::error::report(&err),
-                    "batch stopped on a store error; jobs in flight are left to the sweeper"
-                );
-                summary.add(counts, latencies);
-                return Err(err);
-            }
-        };
+        let claim_more = crew.as_ref().is_none_or(|c| c.is_member());
+        let (counts, claimed_next) =
+            match run_batch(store, deliverer, cfg, batch, deadline, claim_more).await {
+                Ok(done) => done,
+                Err(BatchStopped { counts, err }) => {
+                    tracing::error!(
+                        claimed = counts.claimed,
+                        sent = counts.sent,
+                        released = counts.released,
+                        error = %crate::error::report(&err),
+                        "batch stopped on a store error; jobs in flight are left to the sweeper"
+                    );
+                    summary.add(counts, latencies);
+                    return Err(err);
+                }
+            };
         next = claimed_next;
+        busy_at = Instant::now();
         let paced_out = counts.paced_out;
+        let full = counts.claimed >= u64::from(cfg.batch_size);
+        let per_worker = counts
+            .latencies
+            .mean_ms()
+            .map(|ms| cfg.concurrency as f64 * 1000.0 / ms.max(0.001));
         tracing::info!(
             claimed = counts.claimed,
             sent = counts.sent,
@@ -276,15 +356,27 @@ async fn work(
             "batch completed"
         );
         summary.add(counts, latencies);
+        if let Some(crew) = crew.as_deref_mut() {
+            crew.consider_growing(full, per_worker, deliverer, deadline)
+                .await;
+        }
         if paced_out {
             // no send slot before the deadline: what is left is for the next invocation,
             // unless this one polls, when it waits a little and claims again
             let now = Instant::now();
             if cfg.poll.is_zero() || now >= poll_until {
                 tracing::info!("no send slot left before the deadline; stopping");
+                out_of_time = true;
                 break;
             }
             tokio::time::sleep(POLL_INTERVAL.min(poll_until - now)).await;
+        }
+    }
+    if let Some(crew) = crew {
+        if out_of_time && crew.is_member() {
+            crew.hand_off().await;
+        } else {
+            crew.leave().await;
         }
     }
     Ok(())
@@ -448,6 +540,7 @@ async fn run_batch(
     cfg: &WorkerConfig,
     batch: Vec<ClaimedJob>,
     deadline: Instant,
+    claim_more: bool,
 ) -> Result<(BatchCounts, Vec<ClaimedJob>), BatchStopped> {
     // which deliveries were handed to the provider: a job never handed over is given back
     // (attempt refunded) when the batch stops early
@@ -500,7 +593,7 @@ async fn run_batch(
         }
         let completions = completions(&batch, tried);
         let last = recorded == batch.len();
-        let next_size = if last && !counts.paced_out {
+        let next_size = if last && claim_more && !counts.paced_out {
             batch_size_for(cfg, deadline.saturating_duration_since(Instant::now())).unwrap_or(0)
         } else {
             0
