@@ -285,6 +285,9 @@ fn the_functions_build_shared_dependencies_with_the_same_features() {
     assert!(seen.keys().any(|package| package.starts_with("tokio v")));
     let differ: Vec<String> = seen
         .iter()
+        // the hack itself has no code and nothing builds on it: the token trigger leaves out
+        // its `aws-sdk` feature, so its tree holds no SDK
+        .filter(|(package, _)| !package.starts_with("workspace-hack "))
         .filter(|(_, variants)| variants.len() > 1)
         .map(|(package, variants)| format!("{package}: {variants:?}"))
         .collect();

@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use notify_api::{Ingest, IngestConfig, event};
+use notify_core::config::Vars;
 use notify_core::error::report;
+use notify_core::fleet::{FleetConfig, Waker};
+use notify_lambda::LambdaInvoker;
 use notify_postgres::startup;
 use serde_json::Value;
 
@@ -32,8 +35,16 @@ async fn main() -> Result<(), Error> {
 
 async fn cold_start() -> Result<Ingest, Box<dyn std::error::Error>> {
     let config = IngestConfig::from_env()?;
+    let fleet = FleetConfig::from_lookup(&Vars::process())?;
     // a database outage at cold start is not fatal: requests answer 503 until it is back
-    let store = startup::store(INGEST_STATEMENT_TIMEOUT).await?;
+    let store = Arc::new(startup::store(INGEST_STATEMENT_TIMEOUT).await?);
     startup::warm(&store).await;
-    Ok(Ingest::new(Arc::new(store), config))
+    let ingest = Ingest::new(store.clone(), config);
+    Ok(match &fleet.function_name {
+        Some(function) => ingest.with_waker(Waker::new(
+            store,
+            Arc::new(LambdaInvoker::from_env(function).await),
+        )),
+        None => ingest,
+    })
 }

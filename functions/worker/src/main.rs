@@ -1,17 +1,21 @@
-//! The worker function: on a schedule (or any JSON event), claims due jobs and delivers them
-//! through SNS and SES v2, then publishes the status events to EventBridge and posts them to
-//! the organizations' webhooks, and answers with a summary of what it did.
+//! The worker function: on a wake (ingest's, or another worker's) or on the schedule, joins
+//! the worker fleet, claims due jobs and delivers them through SNS and SES v2 while they
+//! flow, publishing the status events to EventBridge and posting them to the organizations'
+//! webhooks beside the deliveries, and answers with a summary of what it did.
 
 use std::sync::Arc;
 
 use lambda_runtime::{Diagnostic, Error, LambdaEvent, run, service_fn};
 use notify_core::delivery::Router;
 use notify_core::error::report;
-use notify_core::events::{self, EventBus, EventStore, EventsConfig};
+use notify_core::events::{EventBus, EventStore, EventsConfig};
+use notify_core::fleet::{FleetConfig, Invoker};
 use notify_core::pace::{PaceConfig, Paced};
+use notify_core::worker::shift::Shift;
 use notify_core::worker::{self, WorkerConfig};
 use notify_delivery::aws_sender;
 use notify_delivery::events::{EventBridgeBus, event_bus};
+use notify_lambda::LambdaInvoker;
 use notify_postgres::{PgStore, startup};
 use notify_webhooks::HttpSender;
 use serde_json::{Value, json};
@@ -21,6 +25,9 @@ struct Deps {
     /// SNS and SES at the providers' pace, shared with every other invocation
     deliverer: Paced<Router>,
     config: WorkerConfig,
+    fleet: FleetConfig,
+    /// Starts more workers (fan-out, hand-off); `None` without `WORKER_FUNCTION_NAME`.
+    invoker: Option<Arc<dyn Invoker>>,
     events: EventsConfig,
     bus: Option<EventBridgeBus>,
     hooks: HttpSender,
@@ -40,29 +47,30 @@ async fn main() -> Result<(), Error> {
     .await
 }
 
-/// The event's content is ignored: an EventBridge schedule, or `{}` from `cargo lambda invoke`.
-/// The deliveries stop early enough to leave the events their time.
+/// The event is a wake (`{"wake": {"lease", "reason"}}`) or anything else (the schedule's,
+/// `{}` from `cargo lambda invoke`). The deliveries stop early enough to leave the last
+/// dispatch of events its time.
 async fn handle(event: LambdaEvent<Value>, deps: &Deps) -> Result<Value, Diagnostic> {
     let deadline = worker::deadline_from_epoch_ms(event.context.deadline);
     let webhooks = deps.store.any_webhook_endpoint().await?;
+    let shift = Shift {
+        jobs: &*deps.store,
+        fleet: &*deps.store,
+        events: &*deps.store,
+        deliverer: &deps.deliverer,
+        bus: deps.bus.as_ref().map(|bus| bus as &dyn EventBus),
+        hooks: &deps.hooks,
+        worker: &deps.config,
+        fleet_config: &deps.fleet,
+        events_config: &deps.events,
+        invoker: deps.invoker.clone(),
+    };
     // only a store error fails the invocation (errorType Unavailable or Database); delivery
     // failures are in the summary
-    let summary = worker::run(
-        &*deps.store,
-        &deps.deliverer,
-        &deps.config,
-        deps.events.delivery_deadline(deadline, webhooks),
-    )
-    .await;
+    let summary = shift.run(&event.payload, deadline, webhooks).await;
     // the pace's metrics, also when a store error stopped the deliveries
     println!("{}", deps.deliverer.metric_line());
-    let summary = summary?;
-    let bus = deps.bus.as_ref().map(|bus| bus as &dyn EventBus);
-    let dispatched =
-        events::dispatch(&*deps.store, bus, &deps.hooks, &deps.events, deadline).await?;
-    let mut answer = json!(summary);
-    answer["events"] = json!(dispatched);
-    Ok(answer)
+    Ok(json!(summary?))
 }
 
 async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
@@ -70,6 +78,7 @@ async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
     let vars = notify_core::config::Vars::process();
     let events = EventsConfig::from_lookup(&vars)?;
     let pace = PaceConfig::from_lookup(&vars)?;
+    let fleet = FleetConfig::from_lookup(&vars)?;
     let store = Arc::new(
         startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT)
             .await?
@@ -80,6 +89,10 @@ async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
     let deliverer = Paced::new(router, store.clone(), Some(Box::new(quota)), pace);
     let bus = match &events.bus_name {
         Some(name) => Some(event_bus(name).await),
+        None => None,
+    };
+    let invoker: Option<Arc<dyn Invoker>> = match &fleet.function_name {
+        Some(function) => Some(Arc::new(LambdaInvoker::from_env(function).await)),
         None => None,
     };
     let hooks = HttpSender::new(events.webhook_timeout, events.allow_private)?;
@@ -93,6 +106,8 @@ async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
         store,
         deliverer,
         config,
+        fleet,
+        invoker,
         events,
         bus,
         hooks,

@@ -32,6 +32,7 @@ pub use error::ApiError;
 pub(crate) use http::valid_key;
 use http::{Route, idempotency_key, json_body, organization, parse_id, request_id, route};
 use notify_core::config::{self, ConfigError};
+use notify_core::fleet::{WakeReason, Waker};
 use notify_core::store::{
     CountIngest, Inserted, JobSummary, ListCursor, NewJob, Store, Transition,
 };
@@ -123,11 +124,33 @@ struct RateLimitHeaders {
 pub struct Ingest {
     store: Arc<dyn Store>,
     config: IngestConfig,
+    /// Starts a worker after a commit that made a job due now (`WORKER_FUNCTION_NAME`);
+    /// `None`: the schedule alone does.
+    waker: Option<Waker>,
 }
 
 impl Ingest {
     pub fn new(store: Arc<dyn Store>, config: IngestConfig) -> Self {
-        Self { store, config }
+        Self {
+            store,
+            config,
+            waker: None,
+        }
+    }
+
+    /// Wakes the worker after every commit that makes a job due now (accepted, or
+    /// requeued): at most one wake while none runs, never failing the request, and waiting
+    /// on Lambda at most briefly ([`notify_core::fleet::Waker::wake`]).
+    pub fn with_waker(mut self, waker: Waker) -> Self {
+        self.waker = Some(waker);
+        self
+    }
+
+    /// After the commit that made a job due now.
+    async fn wake(&self, reason: WakeReason) {
+        if let Some(waker) = &self.waker {
+            waker.wake(reason).await;
+        }
     }
 
     /// Answers one request. Never fails: every problem becomes an HTTP answer.
@@ -290,11 +313,16 @@ impl Ingest {
         };
         let inserted = self.store.insert(&job).await?;
         match inserted {
-            Inserted::Created(summary) => Ok((
-                StatusCode::ACCEPTED,
-                summary_body(&summary),
-                Some(summary.id),
-            )),
+            Inserted::Created(summary) => {
+                if due_now(&summary) {
+                    self.wake(WakeReason::Accepted).await;
+                }
+                Ok((
+                    StatusCode::ACCEPTED,
+                    summary_body(&summary),
+                    Some(summary.id),
+                ))
+            }
             Inserted::Existing(summary) => {
                 Ok((StatusCode::OK, summary_body(&summary), Some(summary.id)))
             }
@@ -332,7 +360,12 @@ impl Ingest {
             Change::Requeue => self.store.requeue(organization_id, id).await,
         }?;
         match result {
-            Transition::Done(summary) => Ok((StatusCode::OK, summary_body(&summary), Some(id))),
+            Transition::Done(summary) => {
+                if matches!(change, Change::Requeue) && due_now(&summary) {
+                    self.wake(WakeReason::Requeued).await;
+                }
+                Ok((StatusCode::OK, summary_body(&summary), Some(id)))
+            }
             Transition::NotFound => Err(ApiError::not_found("no notification with this id")),
             Transition::Refused(status) => {
                 let (verb, allowed) = match change {
@@ -391,7 +424,14 @@ impl Ingest {
             .filter_map(|c| c.as_ref().ok())
             .cloned()
             .collect();
-        let mut inserted = self.store.insert_many(&valid).await?.into_iter();
+        let inserted = self.store.insert_many(&valid).await?;
+        if inserted
+            .iter()
+            .any(|i| matches!(i, Inserted::Created(summary) if due_now(summary)))
+        {
+            self.wake(WakeReason::Accepted).await;
+        }
+        let mut inserted = inserted.into_iter();
         let results: Vec<batch::ItemResult> = checked
             .into_iter()
             .enumerate()
@@ -410,6 +450,11 @@ fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
 
 fn summary_body(summary: &JobSummary) -> serde_json::Value {
     to_json(summary)
+}
+
+/// The job may be claimed now (not scheduled for later): a worker should be running.
+fn due_now(summary: &JobSummary) -> bool {
+    summary.next_attempt_at <= Utc::now()
 }
 
 #[cfg(test)]

@@ -107,6 +107,9 @@ impl Ingest {
                 limit: filter.limit,
             })
             .await?;
+        if requeued > 0 {
+            self.wake(notify_core::fleet::WakeReason::Requeued).await;
+        }
         Ok((StatusCode::OK, json!({ "requeued": requeued }), None))
     }
 }
