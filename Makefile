@@ -8,6 +8,9 @@ TOOLS := . tests/scripts/tools.sh
 EMAIL_FROM ?= noreply@example.com
 WATCH_PORT ?= 9000
 WATCH_ADDRESS ?= 127.0.0.1
+# Function instances watch runs at once, per function: the worker's fleet under watch
+# (WORKER_MAX_INVOCATIONS follows it), and room for `make invoke/worker` beside a woken worker
+WATCH_CONCURRENCY ?= 2
 RUST_LOG ?= info
 SCHEDULED_EVENT := tests/fixtures/events/scheduled.json
 # the token trigger's app-client map under watch: the client of the Cognito event fixture
@@ -117,13 +120,16 @@ stand-in/down: ## Stop the AWS stand-in started by stand-in/up
 	@$(SERVICES); stand_in_down
 
 .PHONY: watch
-watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback, token) with cargo lambda watch on local settings (starts db and stand-in; Ctrl-C stops)
+watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback, token) with cargo lambda watch on local settings, ingest waking the worker through watch (starts db and stand-in; Ctrl-C stops)
 	@$(SERVICES); $(TOOLS); tools_install cargo-lambda && tools_path \
 	  && pg_up && stand_in_up && $(STAND_IN_IDENTITY) && mkdir -p "$$NOTIF_STATE" \
 	  && printf '%s\n' \
 	    "DATABASE_URL='$$DATABASE_URL'" \
 	    "MIGRATE_ON_START='true'" \
 	    "AWS_ENDPOINT_URL='$$AWS_ENDPOINT_URL'" \
+	    "AWS_ENDPOINT_URL_LAMBDA='http://$(WATCH_ADDRESS):$(WATCH_PORT)'" \
+	    "WORKER_FUNCTION_NAME='worker'" \
+	    "WORKER_MAX_INVOCATIONS='$(WATCH_CONCURRENCY)'" \
 	    "AWS_REGION='$$AWS_REGION'" \
 	    "AWS_ACCESS_KEY_ID='$$AWS_ACCESS_KEY_ID'" \
 	    "AWS_SECRET_ACCESS_KEY='$$AWS_SECRET_ACCESS_KEY'" \
@@ -134,8 +140,8 @@ watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback, token
 	    "CLIENT_ORGANIZATIONS='$(CLIENT_ORGANIZATIONS)'" \
 	    >"$$NOTIF_STATE/watch.env" \
 	  && echo "watch: settings in $$NOTIF_STATE/watch.env; ingest at http://localhost:$(WATCH_PORT)/lambda-url/ingest/notifications" \
-	  && echo "watch: make invoke/worker, make invoke/sweeper, make invoke/feedback, make invoke/token in another shell; make db/down stand-in/down when done" \
-	  && cargo lambda watch --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --env-file "$$NOTIF_STATE/watch.env"
+	  && echo "watch: an accepted notification wakes the worker (its Lambda endpoint is watch's own invoke API); make invoke/worker, make invoke/sweeper, make invoke/feedback, make invoke/token in another shell; make db/down stand-in/down when done" \
+	  && cargo lambda watch --invoke-address $(WATCH_ADDRESS) --invoke-port $(WATCH_PORT) --concurrency $(WATCH_CONCURRENCY) --env-file "$$NOTIF_STATE/watch.env"
 
 .PHONY: invoke/worker
 invoke/worker: ## Invoke the worker under make watch with an EventBridge scheduled event (tests/fixtures/events/scheduled.json)

@@ -12,6 +12,7 @@ mod deploy;
 mod event_bus;
 mod events_watch;
 mod feedback;
+mod fleet;
 mod ingest_api;
 mod ingest_property;
 mod migrations;

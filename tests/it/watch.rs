@@ -285,7 +285,10 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
                // no bus and no webhook endpoint here: the dispatch had nothing to do
                "events": {"published": 0, "publish_failed": 0, "webhooks_delivered": 0,
                           "webhooks_failed": 0, "webhooks_dead": 0, "endpoints_disabled": 0,
-                          "fenced": 0, "webhook_backlog_age_secs": 0}}),
+                          "fenced": 0, "webhook_backlog_age_secs": 0},
+               // no WORKER_FUNCTION_NAME here: the schedule's invocation, which starts none
+               "fleet": {"slot": 1, "woken": false, "started": 0, "handed_off": false,
+                         "starts_failed": 0, "stayed": 0}}),
         "worker summary"
     );
     // the worker's output: one EMF document with every documented worker metric, and the
@@ -508,6 +511,111 @@ async fn ingest_worker_sweeper_and_feedback_under_cargo_lambda_watch() {
         "watch: test done in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The local path a user takes, with ingest waking the worker as `make watch` sets it up: a
+/// notification posted through watch reaches the stand-in with no manual invoke, the caller's
+/// answer does not wait for the worker's run (watch answers an event invocation only once
+/// the function returns), and a second one after the first worker left is woken again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_posted_notification_is_delivered_by_the_worker_it_woke() {
+    integration_tests::watch::cargo_lambda();
+    let db = TestDb::new().await;
+    let server = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by make test");
+    let url = notify_postgres::db::url_with_dbname(&server, &db.name)
+        .expect("DATABASE_URL must be a postgres:// URL for this test");
+    let watch = Watch::start_waking(&settings(url, ("RUST_LOG", "info")).await).await;
+    let org = Uuid::new_v4().to_string();
+    let recipients = Recipients::new();
+    let client = db.client().await;
+
+    let mut latencies = Vec::new();
+    for (round, text) in ["Your code is 4242", "Your code is 1717"]
+        .iter()
+        .enumerate()
+    {
+        let phone = recipients.phone();
+        let body = json!({"channel": "sms", "to": phone, "message": text, "priority": "high"});
+        let asked = Instant::now();
+        let deadline = asked + if round == 0 { FIRST_CALL } else { CALL };
+        // the stand-in is watched from the moment of the POST: the worker may deliver before
+        // ingest answers
+        let reaching = {
+            let phone = phone.clone();
+            tokio::spawn(async move {
+                loop {
+                    let got = stand_in::received().await;
+                    if got.sms.iter().any(|m| m.phone_number == phone) {
+                        return Some(asked.elapsed());
+                    }
+                    if Instant::now() > deadline {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        let created = post(
+            &watch,
+            &org,
+            &body.to_string(),
+            if round == 0 { FIRST_CALL } else { CALL },
+        )
+        .await;
+        let answered = asked.elapsed();
+        assert_eq!(created.status, 202, "{created:?}");
+        // the wake waits on watch's answer a quarter of a second at most (fleet::WAKE_WAIT)
+        if round > 0 {
+            assert!(
+                answered < Duration::from_secs(2),
+                "the answer waited for the worker: {answered:?}"
+            );
+        }
+        let id = created.json()["id"].as_str().unwrap().to_owned();
+        let reached = reaching.await.unwrap().unwrap_or_else(|| {
+            panic!(
+                "round {round}: the SMS never reached the stand-in; watch log:\n{}",
+                watch.log_tail(40)
+            )
+        });
+        latencies.push(reached);
+        assert_eq!(get_job(&watch, &org, &id).await["status"], "sent");
+        // the worker lingers (WORKER_IDLE_MS, 2 s) and leaves: its slot is free again
+        let left = Instant::now() + Duration::from_secs(30);
+        while count(
+            &client,
+            "SELECT count(*) FROM worker_slots WHERE until > now()",
+        )
+        .await
+            > 0
+        {
+            assert!(Instant::now() < left, "the woken worker never left");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    eprintln!(
+        "watch: accept → stand-in {:.0} ms (the worker's first start), then {:.0} ms (a \
+         warm instance woken again)",
+        latencies[0].as_secs_f64() * 1000.0,
+        latencies[1].as_secs_f64() * 1000.0
+    );
+    // a warm instance woken again: within a second, on this machine and under watch
+    assert!(
+        latencies[1] < Duration::from_secs(1),
+        "a warm worker took {:?}",
+        latencies[1]
+    );
+    let lines = json_lines(&watch.log());
+    let started: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "worker started" && l["reason"] == "accepted")
+        .collect();
+    assert_eq!(started.len(), 2, "one wake per notification: {started:?}");
+    let sent = lines
+        .iter()
+        .filter(|l| l.get("_aws").is_some() && l.get("WakeSent").is_some())
+        .count();
+    assert_eq!(sent, 2, "each wake counted as WakeSent");
 }
 
 /// No log line carries a recipient or a message body, at any level: ingest and the worker run

@@ -22,6 +22,10 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// Instances of each function a waking watch runs at once ([`Watch::start_waking`]), as
+/// `make watch` runs them (`WATCH_CONCURRENCY`).
+pub const WAKING_CONCURRENCY: u32 = 2;
+
 /// The first call of each function may compile it.
 pub const FIRST_CALL: Duration = Duration::from_secs(600);
 /// Any later call.
@@ -124,9 +128,32 @@ impl Watch {
     /// `cargo lambda watch` on 127.0.0.1 and a free port, with `env` (and nothing of this
     /// process's database or AWS settings) passed to the functions in an `--env-file`.
     pub async fn start(env: &[(&str, String)]) -> Self {
+        Self::start_with(env, false).await
+    }
+
+    /// [`Watch::start`] with ingest waking the worker through watch's own invoke API, as
+    /// `make watch` sets it up: `WORKER_FUNCTION_NAME=worker`, `AWS_ENDPOINT_URL_LAMBDA` this
+    /// watch's address, and two instances a function (`--concurrency 2`, the fleet's
+    /// `WORKER_MAX_INVOCATIONS`).
+    pub async fn start_waking(env: &[(&str, String)]) -> Self {
+        Self::start_with(env, true).await
+    }
+
+    async fn start_with(env: &[(&str, String)], wake: bool) -> Self {
         let cargo_lambda = cargo_lambda();
         prebuild();
         let port = free_port();
+        let mut env = env.to_vec();
+        if wake {
+            env.extend([
+                ("WORKER_FUNCTION_NAME", "worker".to_owned()),
+                (
+                    "AWS_ENDPOINT_URL_LAMBDA",
+                    format!("http://127.0.0.1:{port}"),
+                ),
+                ("WORKER_MAX_INVOCATIONS", WAKING_CONCURRENCY.to_string()),
+            ]);
+        }
         let dir = scratch_dir("watch");
         let env_file = dir.join("watch.env");
         let text: String = env
@@ -146,6 +173,10 @@ impl Watch {
             .args(["--invoke-address", "127.0.0.1"])
             .args(["--invoke-port", &port.to_string()])
             .arg("--ignore-changes")
+            .args([
+                "--concurrency",
+                &if wake { WAKING_CONCURRENCY } else { 1 }.to_string(),
+            ])
             .arg("--env-file")
             .arg(&env_file);
         for var in INHERITED_SETTINGS {
