@@ -273,13 +273,16 @@ pub enum Started {
 
 /// The metrics of starting workers, one EMF line per start: `WakeSent` (Lambda accepted the
 /// start) or `WakeFailed` (it did not, or the store could not say whether one was needed),
-/// with dimension `Reason`.
+/// each by `Service` alone (what the alarm reads) and by `Service` and `Reason` (a
+/// [`WakeReason`]: `accepted`, `requeued`, `backlog`, `hand_off`).
 pub const FLEET_METRICS: [&str; 2] = ["WakeSent", "WakeFailed"];
 
 fn wake_line(metric: &'static str, reason: WakeReason) -> String {
+    use crate::telemetry::emf::Unit;
     Emf::new(Utc::now().timestamp_millis())
         .dimension("Reason", reason.as_str())
-        .metric_by(&["Reason"], metric, crate::telemetry::emf::Unit::Count, 1.0)
+        .metric(metric, Unit::Count, 1.0)
+        .metric_by(&["Reason"], metric, Unit::Count, 1.0)
         .line()
 }
 
@@ -875,7 +878,10 @@ mod tests {
             published,
             vec![(
                 "WakeFailed".to_owned(),
-                vec![vec!["Service".to_owned(), "Reason".to_owned()]]
+                vec![
+                    vec!["Service".to_owned()],
+                    vec!["Service".to_owned(), "Reason".to_owned()]
+                ]
             )]
         );
     }
