@@ -12,10 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use integration_tests::TestDb;
+use integration_tests::proxy::Proxy;
 use integration_tests::ses_front::SesFront;
 use integration_tests::stand_in::{self, Recipients, insert_jobs};
 use notify_core::delivery::{DeliveryConfig, Router};
 use notify_core::domain::Channel;
+use notify_core::fleet::{
+    Crew, FleetConfig, InvokeError, Invoker, Started, Wake, WakeEvent, WakeReason, Waker,
+};
 use notify_core::pace::{EmailRate, PaceConfig, PaceStore, Paced};
 use notify_core::worker::{self, WorkerConfig};
 use notify_delivery::{SesQuota, deliverer_from};
@@ -193,6 +197,148 @@ async fn four_invocations_together_stay_under_the_accounts_rate_and_send_each_jo
     let line: serde_json::Value = serde_json::from_str(&invocations[0].1.metric_line()).unwrap();
     assert_eq!(line["EmailSendRate"], 5.0);
     assert!(line["PacedSeconds"].as_f64().unwrap() > 0.0, "{line}");
+}
+
+/// Starts each worker invocation in-process, as Lambda would: its own store connection and
+/// its own paced deliverer (its own quota cache), joining the fleet with the wake's event.
+#[derive(Clone)]
+struct Fleet(Arc<FleetInner>);
+
+struct FleetInner {
+    db: TestDb,
+    sdk: aws_config::SdkConfig,
+    cfg: WorkerConfig,
+    fleet: FleetConfig,
+    runs: std::sync::Mutex<Vec<tokio::task::JoinHandle<worker::WorkerSummary>>>,
+}
+
+#[async_trait::async_trait]
+impl Invoker for Fleet {
+    async fn invoke(&self, event: &WakeEvent) -> Result<(), InvokeError> {
+        let me = self.clone();
+        let payload = event.payload();
+        let run = tokio::spawn(async move {
+            let inner = &me.0;
+            let store = Arc::new(inner.db.store().await);
+            let deliverer = paced(&inner.sdk, store.clone(), FROM_ACCOUNT);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let invoker: Arc<dyn Invoker> = Arc::new(me.clone());
+            let mut crew = Crew::join(&*store, Some(invoker), &inner.fleet, &payload, deadline)
+                .await
+                .unwrap()
+                .expect("the slot taken for it");
+            let summary = worker::run_in(&*store, &deliverer, &inner.cfg, deadline, &mut crew)
+                .await
+                .unwrap();
+            crew.finish().await;
+            summary
+        });
+        self.0.runs.lock().unwrap().push(run);
+        Ok(())
+    }
+}
+
+/// The pace with fan-out: provider calls slowed to 100–150 ms each (a proxy before the
+/// front), one call in flight a worker, so one worker sends 6 to 10 a second and the account
+/// allows 25. The backlog starts more workers, as many as the rate keeps busy (3 or 4, not
+/// the 8 the backlog alone asks for), and together they still stay under it, each job sent
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_grown_by_fan_out_stays_under_the_accounts_rate_and_sends_each_job_once() {
+    const JOBS: usize = 150;
+    let Setup {
+        front,
+        db,
+        client,
+        ids,
+        ..
+    } = setup(JOBS).await;
+    front.set_quota(25.0, 1_000_000.0, 0.0);
+    let front_address: std::net::SocketAddr = front
+        .endpoint_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let slow = Proxy::with_delay(front_address, Duration::from_millis(50)).await;
+    let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".to_owned());
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
+        .endpoint_url(slow.endpoint())
+        .region(aws_config::Region::new(region))
+        .credentials_provider(aws_sdk_sesv2::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .load()
+        .await;
+    let fleet = Fleet(Arc::new(FleetInner {
+        db,
+        sdk,
+        cfg: WorkerConfig {
+            batch_size: 4,
+            concurrency: 1,
+            ..WorkerConfig::new(DeliveryConfig::new(EMAIL_FROM))
+        },
+        fleet: FleetConfig {
+            idle: Duration::from_millis(300),
+            max_invocations: 8,
+            horizon: Duration::from_secs(1),
+            ..FleetConfig::default()
+        },
+        runs: std::sync::Mutex::new(Vec::new()),
+    }));
+    let waker_store = Arc::new(fleet.0.db.store().await);
+    let started = Instant::now();
+    let woke = Waker::new(waker_store, Arc::new(fleet.clone()))
+        .wake(WakeReason::Accepted)
+        .await;
+    assert_eq!(woke, Wake::Started(Started::Accepted));
+    // every worker leaves once the queue is empty; the first started the others
+    loop {
+        let done = fleet.0.runs.lock().unwrap().iter().all(|r| r.is_finished());
+        if done && front.sends_forwarded() == JOBS as u64 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the backlog was not sent"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = started.elapsed();
+    let runs: Vec<_> = std::mem::take(&mut *fleet.0.runs.lock().unwrap());
+    let mut summaries = Vec::new();
+    for run in runs {
+        summaries.push(run.await.unwrap());
+    }
+    let times = front.send_times();
+    let busiest = busiest_second(times.clone());
+    println!(
+        "{JOBS} emails at 25/s by {} invocations in {took:?}: busiest second {busiest}",
+        summaries.len()
+    );
+    // a worker sends 6 to 10 a second here (its calls take 100 to 150 ms): the rate keeps 3
+    // or 4 busy, and the backlog alone would have asked for the max, 8
+    assert!(
+        (3..=4).contains(&summaries.len()),
+        "as many workers as the rate keeps busy: {summaries:?}"
+    );
+    assert!(
+        summaries.iter().all(|s| s.sent > 0),
+        "each of them sent: {summaries:?}"
+    );
+    assert_eq!(times.len(), JOBS, "one SendEmail per job, no more");
+    // 25 a second, one more for the clocks' tolerance
+    assert!(busiest <= 26, "{busiest} SendEmail calls within one second");
+    assert!(took >= Duration::from_secs(5), "took {took:?}");
+    let sent = client
+        .query_one(
+            "SELECT count(*) FROM job_outcomes WHERE job_id = ANY($1) AND status = 'sent'
+                 AND attempts = 1",
+            &[&ids],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(sent, JOBS as i64, "every job sent once, with one attempt");
 }
 
 #[tokio::test]

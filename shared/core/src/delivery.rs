@@ -127,10 +127,10 @@ pub trait Deliverer: Send + Sync {
         Ok(())
     }
 
-    /// The most messages per second every worker together may hand to the providers (the
-    /// channels' shared rates added up), `None` when a channel has no limit. The fleet starts
-    /// no more workers than this rate keeps busy.
-    async fn send_rate(&self) -> Option<f64> {
+    /// The most messages per second every worker together may hand to `channel`'s provider
+    /// (its shared rate), `None` for no limit. The fleet starts no more workers than the
+    /// rates of the channels it sends keep busy.
+    async fn send_rate(&self, _channel: crate::domain::Channel) -> Option<f64> {
         None
     }
 

@@ -35,6 +35,7 @@ use uuid::Uuid;
 
 use crate::config::{ConfigError, Vars};
 use crate::delivery::Deliverer;
+use crate::domain::Channel;
 use crate::store::{Now, StoreError};
 use crate::telemetry::emf::Emf;
 
@@ -580,12 +581,13 @@ impl<'a> Crew<'a> {
     /// After a batch that found the queue full (`full`): at most once per [`DECIDE_EVERY`],
     /// and only on the fleet's turn, starts the workers the backlog can use ([`wanted`]).
     /// `per_worker` is this invocation's rate unhindered (jobs/s); the deliverer tells the
-    /// providers' shared rate; `deadline` is when this invocation stops claiming.
+    /// shared rates of the channels the batch sent; `deadline` is when this invocation stops
+    /// claiming.
     pub async fn consider_growing(
         &mut self,
         full: bool,
         per_worker: Option<f64>,
-        deliverer: &dyn Deliverer,
+        (deliverer, channels): (&dyn Deliverer, &[Channel]),
         deadline: Instant,
     ) {
         let (Some(invoker), Some(per_worker)) = (self.invoker.clone(), per_worker) else {
@@ -626,7 +628,7 @@ impl<'a> Crew<'a> {
             due: census.due,
             max: self.config.max_invocations,
             per_worker,
-            send_rate: deliverer.send_rate().await,
+            send_rate: shared_rate(deliverer, channels).await,
             horizon,
         });
         let more = wanted.saturating_sub(census.held);
@@ -721,6 +723,16 @@ impl<'a> Crew<'a> {
         }
         self.summary
     }
+}
+
+/// The shared rate of the channels a batch sent, added up; `None` (no limit) when one of them
+/// has none, or none was sent.
+async fn shared_rate(deliverer: &dyn Deliverer, channels: &[Channel]) -> Option<f64> {
+    let mut total = 0.0;
+    for channel in channels {
+        total += deliverer.send_rate(*channel).await?;
+    }
+    (!channels.is_empty()).then_some(total)
 }
 
 /// The wall-clock time of an `Instant` ahead (now if past).

@@ -464,10 +464,8 @@ impl<D: Deliverer> Deliverer for Paced<D> {
         self.inner.deliver(job).await
     }
 
-    async fn send_rate(&self) -> Option<f64> {
-        let sms = self.rate(Channel::Sms).await?;
-        let email = self.rate(Channel::Email).await?;
-        Some(sms + email)
+    async fn send_rate(&self, channel: Channel) -> Option<f64> {
+        self.rate(channel).await
     }
 
     async fn admit(&self, job: &ClaimedJob, max_wait: Duration) -> Result<(), NotNow> {

@@ -34,6 +34,18 @@ impl Latencies {
         self.email.extend(other.email);
     }
 
+    /// The channels that had calls.
+    pub fn channels(&self) -> Vec<Channel> {
+        let mut channels = Vec::new();
+        if !self.sms.is_empty() {
+            channels.push(Channel::Sms);
+        }
+        if !self.email.is_empty() {
+            channels.push(Channel::Email);
+        }
+        channels
+    }
+
     /// The mean latency of every call, `None` without any.
     pub fn mean_ms(&self) -> Option<f64> {
         let n = self.sms.len() + self.email.len();

@@ -346,6 +346,7 @@ async fn work(
             .latencies
             .mean_ms()
             .map(|ms| cfg.concurrency as f64 * 1000.0 / ms.max(0.001));
+        let channels = counts.latencies.channels();
         tracing::info!(
             claimed = counts.claimed,
             sent = counts.sent,
@@ -357,7 +358,7 @@ async fn work(
         );
         summary.add(counts, latencies);
         if let Some(crew) = crew.as_deref_mut() {
-            crew.consider_growing(full, per_worker, deliverer, deadline)
+            crew.consider_growing(full, per_worker, (deliverer, &channels), deadline)
                 .await;
         }
         if paced_out {
