@@ -31,6 +31,7 @@ mod suppressions;
 mod sweeper;
 mod template;
 mod token;
+mod wake;
 mod watch;
 mod worker_faults;
 mod worker_recording;

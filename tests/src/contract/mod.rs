@@ -21,6 +21,11 @@ impl Ingest {
         Self(notify_api::Ingest::new(store, config))
     }
 
+    /// [`notify_api::Ingest::with_waker`].
+    pub fn with_waker(self, waker: notify_core::fleet::Waker) -> Self {
+        Self(self.0.with_waker(waker))
+    }
+
     /// [`notify_api::Ingest::handle`], then the contract check.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         checked(req, |req| self.0.handle(req)).await
