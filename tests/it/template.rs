@@ -1,6 +1,9 @@
 //! Checks on template.yaml that cfn-lint cannot make: the settings that must agree across
 //! functions do agree, every function waits for the migrations and may read the database
-//! secret, and the optional RDS Proxy comes with its pinning alarm. Provider feedback is wired
+//! secret, and the optional RDS Proxy comes with its pinning alarm. The worker fleet: ingest
+//! and the worker may start the worker and no other function, the worker starts the function
+//! it is, its reserved concurrency is its `WORKER_MAX_INVOCATIONS`, failed starts are alarmed
+//! on, and the Lambda API's optional endpoint needs its VPC. Provider feedback is wired
 //! end to end: the worker's configuration set publishes to the topic the feedback function
 //! listens on, the SMS delivery-status logs are subscribed to it, and the bounce and complaint
 //! rates it counts are alarmed on. Observability: every function is traced, the HTTP API writes
@@ -1189,6 +1192,464 @@ fn the_sweeper_keeps_unmatched_feedback_for_a_parameter_window() {
     assert_eq!(parameter_default(&t, "FeedbackMatchWindowSeconds"), 3600);
 }
 
+// --- the worker fleet ----------------------------------------------------------------------------
+
+/// Whether an IAM action pattern (`lambda:Invoke*`, `*`) covers `action`; case-insensitive,
+/// as IAM matches actions.
+fn action_covers(pattern: &str, action: &str) -> bool {
+    fn matches(p: &[u8], a: &[u8]) -> bool {
+        match (p.first(), a.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => matches(&p[1..], a) || (!a.is_empty() && matches(p, &a[1..])),
+            (Some(b'?'), Some(_)) => matches(&p[1..], &a[1..]),
+            (Some(x), Some(y)) => x.eq_ignore_ascii_case(y) && matches(&p[1..], &a[1..]),
+            _ => false,
+        }
+    }
+    matches(pattern.as_bytes(), action.as_bytes())
+}
+
+/// Every statement of a function's role the template writes: its inline policies and the
+/// managed policies of the stack it names, both branches of an `!If`. A policy of another
+/// kind (a SAM policy template, an AWS managed policy) cannot be checked here, and fails.
+fn role_statements<'a>(t: &'a Value, function: &str) -> Vec<&'a Value> {
+    fn statements<'a>(document: &'a Value, out: &mut Vec<&'a Value>) {
+        for statement in as_list(get(document, &["Statement"])) {
+            match tagged(statement) {
+                Some((tag, args)) if tag == "!If" => {
+                    for branch in &as_list(args)[1..] {
+                        if !is(branch, "!Ref", "AWS::NoValue") {
+                            out.push(branch);
+                        }
+                    }
+                }
+                Some((tag, _)) => panic!("a statement that is an {tag}: {statement:?}"),
+                None => out.push(statement),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let policies = get(t, &["Resources", function, "Properties"]).get("Policies");
+    for policy in policies.map(as_list).unwrap_or_default() {
+        if policy.get("Statement").is_some() {
+            statements(policy, &mut out);
+        } else {
+            assert!(
+                parameter_ref(policy).is_some(),
+                "{function}: a policy these tests cannot read (a SAM policy template, an AWS \
+                 managed policy): {policy:?}"
+            );
+            let managed = referenced(t, policy, "AWS::IAM::ManagedPolicy");
+            statements(
+                get(t, &["Resources", managed, "Properties", "PolicyDocument"]),
+                &mut out,
+            );
+        }
+    }
+    out
+}
+
+/// The resources a function's role may `lambda:InvokeFunction` on (each statement that
+/// allows it, by any pattern); a statement with `NotAction` or `NotResource` fails.
+fn invocable<'a>(t: &'a Value, function: &str) -> Vec<&'a Value> {
+    let mut out = Vec::new();
+    for statement in role_statements(t, function) {
+        assert!(
+            statement.get("NotAction").is_none() && statement.get("NotResource").is_none(),
+            "{function}: a NotAction or NotResource statement grants more than it names"
+        );
+        let allows = get(statement, &["Effect"]).as_str() == Some("Allow");
+        if allows
+            && actions(statement)
+                .iter()
+                .any(|a| action_covers(a, "lambda:InvokeFunction"))
+        {
+            out.extend(as_list(get(statement, &["Resource"])));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_iam_action_patterns_of_these_tests_match() {
+    assert!(action_covers(
+        "lambda:InvokeFunction",
+        "lambda:InvokeFunction"
+    ));
+    assert!(action_covers("lambda:invoke*", "lambda:InvokeFunction"));
+    assert!(action_covers("*", "lambda:InvokeFunction"));
+    assert!(action_covers(
+        "lambda:?nvokeFunction",
+        "lambda:InvokeFunction"
+    ));
+    assert!(!action_covers(
+        "lambda:InvokeAsync",
+        "lambda:InvokeFunction"
+    ));
+    assert!(!action_covers("sns:*", "lambda:InvokeFunction"));
+}
+
+/// The worker's name as its `FunctionName` spells it (an `!Sub` of the stack's name).
+fn worker_function_name(t: &Value) -> &str {
+    let name = get(
+        t,
+        &["Resources", "WorkerFunction", "Properties", "FunctionName"],
+    );
+    sub_text(name)
+        .unwrap_or_else(|| panic!("WorkerFunction's FunctionName: an !Sub, found {name:?}"))
+}
+
+/// Ingest (its wakes) and the worker (fan-out, hand-off) may start the worker, and nothing
+/// else: `lambda:InvokeFunction` on the worker's ARN alone, and no other function may invoke
+/// any. The worker names its own ARN from its `FunctionName` (a `!GetAtt` of itself would be
+/// a circular dependency).
+#[test]
+fn ingest_and_the_worker_may_invoke_the_worker_and_nothing_else() {
+    let t = template();
+    let ingest = invocable(&t, "IngestFunction");
+    assert!(
+        ingest.len() == 1 && is(ingest[0], "!GetAtt", "WorkerFunction.Arn"),
+        "IngestFunction may lambda:InvokeFunction on !GetAtt WorkerFunction.Arn alone, found {ingest:?}"
+    );
+    let own_arn = format!(
+        "arn:${{AWS::Partition}}:lambda:${{AWS::Region}}:${{AWS::AccountId}}:function:{}",
+        worker_function_name(&t)
+    );
+    let worker = invocable(&t, "WorkerFunction");
+    assert!(
+        worker.len() == 1
+            && tagged(worker[0]).is_some_and(|(tag, _)| tag == "!Sub")
+            && sub_text(worker[0]) == Some(own_arn.as_str()),
+        "WorkerFunction may lambda:InvokeFunction on !Sub {own_arn} alone, found {worker:?}"
+    );
+    for function in functions(&t) {
+        if function == "IngestFunction" || function == "WorkerFunction" {
+            continue;
+        }
+        let granted = invocable(&t, function);
+        assert!(
+            granted.is_empty(),
+            "{function} may lambda:InvokeFunction on {granted:?}"
+        );
+    }
+}
+
+/// The worker starts the function it is: its `WORKER_FUNCTION_NAME` is its own
+/// `FunctionName`, ingest's is the worker; no other function starts workers.
+#[test]
+fn the_worker_function_name_is_the_workers_own_in_ingest_and_the_worker() {
+    let t = template();
+    let name = get(
+        &t,
+        &["Resources", "WorkerFunction", "Properties", "FunctionName"],
+    );
+    assert_eq!(
+        env_var(&t, "WorkerFunction", "WORKER_FUNCTION_NAME"),
+        name,
+        "the worker's WORKER_FUNCTION_NAME must be its FunctionName"
+    );
+    assert_eq!(
+        worker_function_name(&t),
+        "${AWS::StackName}-worker",
+        "the worker's name: the stack's, then -worker (the stack name at most 57 characters)"
+    );
+    assert!(
+        is(
+            env_var(&t, "IngestFunction", "WORKER_FUNCTION_NAME"),
+            "!Ref",
+            "WorkerFunction"
+        ),
+        "ingest's WORKER_FUNCTION_NAME must be !Ref WorkerFunction"
+    );
+    for function in functions(&t) {
+        if function == "IngestFunction" || function == "WorkerFunction" {
+            continue;
+        }
+        assert!(
+            effective_env(&t, function, "WORKER_FUNCTION_NAME").is_none(),
+            "{function} sets WORKER_FUNCTION_NAME"
+        );
+    }
+}
+
+/// `WORKER_MAX_INVOCATIONS` bounds the fleet's slots, hence the worker's database
+/// connections; the reserved concurrency is the same parameter, so Lambda holds the schedule's
+/// invocations to it too. Both parameters' ranges are the ones the code accepts.
+#[test]
+fn the_workers_reserved_concurrency_and_max_invocations_come_from_one_parameter() {
+    let t = template();
+    let reserved = get(
+        &t,
+        &[
+            "Resources",
+            "WorkerFunction",
+            "Properties",
+            "ReservedConcurrentExecutions",
+        ],
+    );
+    assert_eq!(
+        parameter_ref(reserved).as_deref(),
+        Some("WorkerMaxInvocations"),
+        "the worker's ReservedConcurrentExecutions must be !Ref WorkerMaxInvocations, found {reserved:?}"
+    );
+    let max = env_var(&t, "WorkerFunction", "WORKER_MAX_INVOCATIONS");
+    assert_eq!(
+        parameter_ref(max).as_deref(),
+        Some("WorkerMaxInvocations"),
+        "the worker's WORKER_MAX_INVOCATIONS must be !Ref WorkerMaxInvocations, found {max:?}"
+    );
+    let idle = env_var(&t, "WorkerFunction", "WORKER_IDLE_MS");
+    assert_eq!(
+        parameter_ref(idle).as_deref(),
+        Some("WorkerIdleMs"),
+        "WORKER_IDLE_MS"
+    );
+    // the code's defaults and ranges (notify_core::fleet::FleetConfig::from_lookup)
+    for (parameter, default, min, max) in [
+        (
+            "WorkerMaxInvocations",
+            u64::from(notify_core::fleet::DEFAULT_MAX_INVOCATIONS),
+            1,
+            u64::from(notify_core::fleet::MAX_SLOTS),
+        ),
+        (
+            "WorkerIdleMs",
+            u64::try_from(notify_core::fleet::DEFAULT_IDLE.as_millis()).unwrap(),
+            0,
+            600_000,
+        ),
+    ] {
+        assert_eq!(parameter_default(&t, parameter), default, "{parameter}");
+        assert_eq!(
+            number(get(&t, &["Parameters", parameter, "MinValue"])),
+            min,
+            "{parameter}: MinValue"
+        );
+        assert_eq!(
+            number(get(&t, &["Parameters", parameter, "MaxValue"])),
+            max,
+            "{parameter}: MaxValue"
+        );
+    }
+    for function in functions(&t) {
+        if function == "WorkerFunction" {
+            continue;
+        }
+        for name in ["WORKER_MAX_INVOCATIONS", "WORKER_IDLE_MS"] {
+            assert!(
+                effective_env(&t, function, name).is_none(),
+                "{function} sets {name}"
+            );
+        }
+    }
+    // a start Lambda throttled or queued is dropped within a schedule period, not retried:
+    // by then the schedule has taken over, and a stale start only costs an invocation
+    let config = get(
+        &t,
+        &[
+            "Resources",
+            "WorkerFunction",
+            "Properties",
+            "EventInvokeConfig",
+        ],
+    );
+    assert_eq!(number(get(config, &["MaximumRetryAttempts"])), 0);
+    assert!(number(get(config, &["MaximumEventAgeInSeconds"])) <= 60);
+}
+
+/// Failed worker starts are alarmed on: the alarm reads the failures the fleet counts
+/// (`notify_core::fleet::FLEET_METRICS`), by `Service` alone, from a parameter threshold.
+#[test]
+fn failed_worker_starts_are_alarmed_on() {
+    let t = template();
+    let failures: Vec<&str> = notify_core::fleet::FLEET_METRICS
+        .into_iter()
+        .filter(|m| m.contains("Failed"))
+        .collect();
+    assert_eq!(failures, ["WakeFailed"], "the fleet's failure metric");
+    let watched = Watched::new(
+        notify_core::worker::METRIC_NAMESPACE,
+        failures[0],
+        &[("Service", notify_core::worker::SERVICE)],
+    );
+    let alarm = the_alarm_on(&t, &watched, "Sum");
+    let metrics = alarm_metrics(get(&t, &["Resources", alarm]));
+    for metric in &metrics {
+        assert!(
+            notify_core::fleet::FLEET_METRICS.contains(&metric.metric.as_str()),
+            "{alarm} reads {}, which the fleet does not emit ({:?})",
+            metric.metric,
+            notify_core::fleet::FLEET_METRICS
+        );
+    }
+    assert_eq!(metrics, vec![watched], "{alarm} reads WakeFailed alone");
+    let resource = get(&t, &["Resources", alarm]);
+    assert!(
+        resource.get("Condition").is_none(),
+        "{alarm} must always exist"
+    );
+    let properties = get(resource, &["Properties"]);
+    assert_eq!(number(get(properties, &["Period"])), 300, "{alarm}");
+    assert!(
+        is(
+            get(properties, &["Threshold"]),
+            "!Ref",
+            "WakeFailedAlarmThreshold"
+        ),
+        "{alarm}: Threshold !Ref WakeFailedAlarmThreshold"
+    );
+    assert_eq!(parameter_default(&t, "WakeFailedAlarmThreshold"), 1);
+    assert_eq!(
+        number(get(
+            &t,
+            &["Parameters", "WakeFailedAlarmThreshold", "MinValue"]
+        )),
+        1
+    );
+    assert_eq!(
+        get(properties, &["ComparisonOperator"]).as_str(),
+        Some("GreaterThanOrEqualToThreshold")
+    );
+    assert_eq!(
+        get(properties, &["TreatMissingData"]).as_str(),
+        Some("notBreaching")
+    );
+    // the operator learns where to look
+    let description = get(properties, &["AlarmDescription"]).as_str().unwrap();
+    for cause in [
+        "lambda:InvokeFunction",
+        "LambdaVpcEndpoint",
+        "WorkerMaxInvocations",
+        "schedule",
+    ] {
+        assert!(
+            description.contains(cause),
+            "{alarm}'s description does not mention {cause}"
+        );
+    }
+}
+
+/// Without a NAT gateway the Lambda API is reached through an interface endpoint the stack
+/// may create: in the functions' subnets, with their security groups and the API's own DNS
+/// name, only when asked for, and never without the VPC it needs.
+#[test]
+fn the_lambda_api_endpoint_is_optional_and_needs_the_vpc() {
+    let t = template();
+    assert_eq!(
+        get(&t, &["Parameters", "LambdaVpcEndpoint", "Default"]).as_str(),
+        Some("false")
+    );
+    assert_eq!(
+        get(&t, &["Parameters", "VpcId", "Default"]).as_str(),
+        Some("")
+    );
+    let endpoints = resources_of(&t, "AWS::EC2::VPCEndpoint");
+    let lambda: Vec<&str> = endpoints
+        .into_iter()
+        .filter(|e| {
+            sub_text(get(&t, &["Resources", e, "Properties", "ServiceName"]))
+                == Some("com.amazonaws.${AWS::Region}.lambda")
+        })
+        .collect();
+    assert_eq!(lambda.len(), 1, "one Lambda API endpoint: {lambda:?}");
+    let endpoint = get(&t, &["Resources", lambda[0]]);
+    let condition = endpoint
+        .get("Condition")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("{}: only with LambdaVpcEndpoint=true", lambda[0]));
+    let (tag, args) = tagged(get(&t, &["Conditions", condition])).unwrap();
+    assert!(
+        tag == "!Equals"
+            && is(&args[0], "!Ref", "LambdaVpcEndpoint")
+            && args[1].as_str() == Some("true"),
+        "{condition} must be LambdaVpcEndpoint = 'true'"
+    );
+    let properties = get(endpoint, &["Properties"]);
+    assert_eq!(
+        get(properties, &["VpcEndpointType"]).as_str(),
+        Some("Interface")
+    );
+    assert_eq!(
+        get(properties, &["PrivateDnsEnabled"]).as_bool(),
+        Some(true),
+        "the functions reach lambda.REGION.amazonaws.com as it is"
+    );
+    for (property, parameter) in [
+        ("VpcId", "VpcId"),
+        ("SubnetIds", "SubnetIds"),
+        ("SecurityGroupIds", "SecurityGroupIds"),
+    ] {
+        assert!(
+            is(get(properties, &[property]), "!Ref", parameter),
+            "{}: {property} !Ref {parameter}",
+            lambda[0]
+        );
+    }
+    // with the endpoint, an empty VpcId is refused before anything is created
+    let rules = get(&t, &["Rules"]).as_mapping().unwrap();
+    let guarded = rules.values().any(|rule| {
+        let Some((tag, args)) = rule.get("RuleCondition").and_then(tagged) else {
+            return false;
+        };
+        tag == "!Equals"
+            && is(&args[0], "!Ref", "LambdaVpcEndpoint")
+            && args[1].as_str() == Some("true")
+            && as_list(get(rule, &["Assertions"])).iter().any(|a| {
+                let Some((tag, inner)) = tagged(get(a, &["Assert"])) else {
+                    return false;
+                };
+                let Some((eq, args)) = tagged(as_list(inner)[0]) else {
+                    return false;
+                };
+                tag == "!Not"
+                    && eq == "!Equals"
+                    && is(&args[0], "!Ref", "VpcId")
+                    && args[1].as_str() == Some("")
+            })
+    });
+    assert!(
+        guarded,
+        "a rule must refuse LambdaVpcEndpoint=true with an empty VpcId"
+    );
+}
+
+/// The console's parameter groups (`AWS::CloudFormation::Interface`) hold every parameter
+/// once, and only parameters that exist.
+#[test]
+fn every_parameter_is_in_one_console_group() {
+    let t = template();
+    let groups = get(
+        &t,
+        &[
+            "Metadata",
+            "AWS::CloudFormation::Interface",
+            "ParameterGroups",
+        ],
+    );
+    let declared: Vec<&str> = get(&t, &["Parameters"])
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    let mut grouped: Vec<&str> = Vec::new();
+    for group in as_list(groups) {
+        for parameter in as_list(get(group, &["Parameters"])) {
+            let name = parameter.as_str().unwrap();
+            assert!(
+                declared.contains(&name),
+                "group {:?} lists {name}, which is no parameter",
+                get(group, &["Label", "default"])
+            );
+            assert!(!grouped.contains(&name), "{name} is in two groups");
+            grouped.push(name);
+        }
+    }
+    for name in declared {
+        assert!(grouped.contains(&name), "{name} is in no parameter group");
+    }
+}
+
 // --- observability ---------------------------------------------------------------------------
 
 /// The custom metrics each function emits (namespace `NotificationService`, dimension
@@ -1459,172 +1920,25 @@ fn the_backlog_api_errors_and_throttles_are_alarmed_on() {
     ));
 }
 
-/// A metric-math expression's value: numbers, identifiers (from `vars`), + - * / and
-/// parentheses; `None` for anything else (a function, an unknown identifier).
-fn evaluate(expression: &str, vars: &[(&str, f64)]) -> Option<f64> {
-    fn tokens(text: &str) -> Option<Vec<String>> {
-        let mut out = Vec::new();
-        let mut chars = text.chars().peekable();
-        while let Some(&c) = chars.peek() {
-            if c.is_whitespace() {
-                chars.next();
-            } else if "+-*/()".contains(c) {
-                out.push(c.to_string());
-                chars.next();
-            } else if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
-                let mut word = String::new();
-                while let Some(&c) = chars.peek() {
-                    if !(c.is_ascii_alphanumeric() || c == '.' || c == '_') {
-                        break;
-                    }
-                    word.push(c);
-                    chars.next();
-                }
-                out.push(word);
-            } else {
-                return None;
-            }
-        }
-        Some(out)
-    }
-    // sum := product (('+' | '-') product)*; product := atom (('*' | '/') atom)*
-    fn sum(t: &[String], i: &mut usize, vars: &[(&str, f64)]) -> Option<f64> {
-        let mut value = product(t, i, vars)?;
-        while let Some(op) = t.get(*i).filter(|op| *op == "+" || *op == "-") {
-            *i += 1;
-            let rhs = product(t, i, vars)?;
-            value = if op == "+" { value + rhs } else { value - rhs };
-        }
-        Some(value)
-    }
-    fn product(t: &[String], i: &mut usize, vars: &[(&str, f64)]) -> Option<f64> {
-        let mut value = atom(t, i, vars)?;
-        while let Some(op) = t.get(*i).filter(|op| *op == "*" || *op == "/") {
-            *i += 1;
-            let rhs = atom(t, i, vars)?;
-            value = if op == "*" { value * rhs } else { value / rhs };
-        }
-        Some(value)
-    }
-    fn atom(t: &[String], i: &mut usize, vars: &[(&str, f64)]) -> Option<f64> {
-        let token = t.get(*i)?;
-        *i += 1;
-        if token == "(" {
-            let value = sum(t, i, vars)?;
-            (t.get(*i)? == ")").then_some(())?;
-            *i += 1;
-            return Some(value);
-        }
-        if token == "-" {
-            return atom(t, i, vars).map(|v| -v);
-        }
-        token
-            .parse()
-            .ok()
-            .or_else(|| vars.iter().find(|(name, _)| name == token).map(|(_, v)| *v))
-    }
-    let t = tokens(expression)?;
-    let mut i = 0;
-    let value = sum(&t, &mut i, vars)?;
-    (i == t.len()).then_some(value)
-}
-
+/// No alarm reads the worker's Duration: a worker lingers while jobs flow, so under steady
+/// traffic it runs to its deadline and hands over by design, and a long invocation says
+/// nothing wrong. A backlog that waits shows in BacklogAgeAlarm; an invocation Lambda stopped
+/// at its timeout counts in the worker's Errors (WorkerErrorsAlarm).
 #[test]
-fn the_expression_evaluator_of_these_tests_computes() {
-    assert_eq!(
-        evaluate("100 * d / (120 * 1000)", &[("d", 96_000.0)]),
-        Some(80.0)
-    );
-    assert_eq!(evaluate("1 - 2 - 3", &[]), Some(-4.0));
-    assert_eq!(evaluate("-(2 + 3) * 4", &[]), Some(-20.0));
-    assert_eq!(evaluate("FILL(d, 0)", &[("d", 1.0)]), None);
-    assert_eq!(evaluate("x + 1", &[]), None);
-    assert_eq!(evaluate("(1 + 2", &[]), None);
-}
-
-/// The worker's duration alarm fires exactly when an invocation ran for 80% of the worker's
-/// Timeout or more, whatever WorkerTimeoutSeconds is: its threshold is computed from the
-/// parameter the function's Timeout is, not a second literal.
-#[test]
-fn the_worker_duration_alarm_fires_at_80_percent_of_the_workers_timeout() {
+fn no_alarm_reads_the_workers_duration() {
     let t = template();
-    let timeout_param = parameter_ref(get(
-        &t,
-        &["Resources", "WorkerFunction", "Properties", "Timeout"],
-    ))
-    .expect("the worker's Timeout is a parameter");
     let duration = Watched::new(
         "AWS/Lambda",
         "Duration",
         &[("FunctionName", "!Ref WorkerFunction")],
     );
-    let alarms = alarms_on(&t, &duration);
-    assert_eq!(
-        alarms.len(),
-        1,
-        "one alarm on the worker's Duration: {alarms:?}"
+    assert_eq!(alarms_on(&t, &duration), Vec::<&str>::new());
+    let errors = Watched::new(
+        "AWS/Lambda",
+        "Errors",
+        &[("FunctionName", "!Ref WorkerFunction")],
     );
-    let alarm = alarms[0];
-    let properties = get(&t, &["Resources", alarm, "Properties"]);
-    assert!(
-        properties.get("MetricName").is_none(),
-        "{alarm}: a Threshold in milliseconds would be a second literal of the timeout; scale the metric by !Sub ${{{timeout_param}}} (metric math)"
-    );
-    let metrics = as_list(get(properties, &["Metrics"]));
-    let stat = metrics
-        .iter()
-        .find(|m| m.get("MetricStat").is_some())
-        .expect("a MetricStat");
-    let stat_id = get(stat, &["Id"]).as_str().unwrap();
-    assert_eq!(
-        get(stat, &["MetricStat", "Stat"]).as_str(),
-        Some("Maximum"),
-        "{alarm}: the longest invocation"
-    );
-    let result: Vec<&&Value> = metrics
-        .iter()
-        .filter(|m| m.get("ReturnData").and_then(Value::as_bool) != Some(false))
-        .collect();
-    assert_eq!(result.len(), 1, "{alarm}: one result");
-    let expression = sub_text(get(result[0], &["Expression"])).expect("the result is text");
-    let threshold = get(properties, &["Threshold"])
-        .as_f64()
-        .expect("a numeric Threshold");
-    assert_eq!(
-        get(properties, &["ComparisonOperator"]).as_str(),
-        Some("GreaterThanOrEqualToThreshold")
-    );
-    let parameter = get(&t, &["Parameters", &timeout_param]);
-    let lowest = number(get(parameter, &["MinValue"]));
-    let highest = number(get(parameter, &["MaxValue"]));
-    for timeout_s in [lowest, parameter_default(&t, &timeout_param), highest] {
-        let text = expression.replace(&format!("${{{timeout_param}}}"), &timeout_s.to_string());
-        let at = |ms: f64| {
-            evaluate(&text, &[(stat_id, ms)])
-                .unwrap_or_else(|| panic!("{alarm}: cannot evaluate {text:?}"))
-        };
-        let eighty_percent_ms = timeout_s as f64 * 1000.0 * 0.8;
-        assert!(
-            at(eighty_percent_ms) >= threshold,
-            "{alarm} must fire at 80% of a {timeout_s} s timeout"
-        );
-        assert!(
-            at(eighty_percent_ms - 1.0) < threshold,
-            "{alarm} must not fire below 80% of a {timeout_s} s timeout"
-        );
-    }
-
-    // polling runs the worker to near its timeout by design: the alarm exists only without,
-    // which is the default
-    if let Some(condition) = get(&t, &["Resources", alarm]).get("Condition") {
-        let condition = condition.as_str().unwrap();
-        let (tag, args) = tagged(get(&t, &["Conditions", condition])).unwrap();
-        assert!(
-            tag == "!Equals" && is(&args[0], "!Ref", "WorkerPollSeconds") && number(&args[1]) == 0,
-            "{alarm}: its only condition may be WorkerPollSeconds = 0"
-        );
-        assert_eq!(parameter_default(&t, "WorkerPollSeconds"), 0);
-    }
+    assert_eq!(alarms_on(&t, &errors), vec!["WorkerErrorsAlarm"]);
 }
 
 /// A metric a dashboard widget draws: namespace, name, dimensions and statistic.
@@ -1791,6 +2105,7 @@ fn the_dashboard_shows_every_metric_and_every_functions_errors_throttles_and_dur
         .chain(SWEEPER_METRICS)
         .chain(FEEDBACK_METRICS)
         .chain(INGEST_METRICS)
+        .chain(notify_core::fleet::FLEET_METRICS)
     {
         assert!(
             shows(
