@@ -487,8 +487,15 @@ pub fn matches_json(
 }
 
 /// `command` with every bound placeholder replaced by its id; `Err` names one not bound.
+/// A trailing comment is left as written: the answer it shows may name the id the command
+/// is about to make (`# shell 2: {"id":"0190d6a2-…",…}`).
 pub fn substitute(command: &str, bindings: &Bindings) -> Result<String, String> {
-    let mut out = command.to_owned();
+    let last_start = command.rfind('\n').map_or(0, |i| i + 1);
+    let (code, comment) = match shell_state(&command[last_start..]) {
+        (_, Some(at)) => command.split_at(last_start + at),
+        (_, None) => (command, ""),
+    };
+    let mut out = code.to_owned();
     for (placeholder, id) in bindings {
         out = out.replace(placeholder.as_str(), id);
     }
@@ -499,6 +506,7 @@ pub fn substitute(command: &str, bindings: &Bindings) -> Result<String, String> 
             "the command uses {p}, which no earlier answer in the manual showed"
         ));
     }
+    out.push_str(comment);
     Ok(out)
 }
 
@@ -616,6 +624,16 @@ make deploy
             format!("curl …/notifications/{id}/requeue")
         );
         assert!(substitute("curl …/notifications/7c41a2d9-…", &bindings).is_err());
+        // a comment's answer may show the id the command makes: left as written
+        assert_eq!(
+            substitute(
+                "curl -d '{\"a\":1}' …   # shell 2: {\"id\":\"7c41a2d9-…\"}",
+                &bindings
+            )
+            .unwrap(),
+            "curl -d '{\"a\":1}' …   # shell 2: {\"id\":\"7c41a2d9-…\"}"
+        );
+        assert!(substitute("curl …/7c41a2d9-…   # shell 2: {}", &bindings).is_err());
 
         // a count is compared exactly, a measurement is not
         let mut other_count = good.clone();
