@@ -9,7 +9,8 @@
 //!   and never waits longer than that. While a worker runs or is starting, no wake is sent: a
 //!   burst of requests starts one worker.
 //! - **Linger.** A worker keeps claiming while jobs arrive and leaves after `WORKER_IDLE_MS`
-//!   without one ([`Crew`]). Leaving frees its slot first and then claims once more, which
+//!   without one ([`Crew`]); one that found nothing at all (the schedule's, on an idle queue)
+//!   leaves at once. Leaving frees its slot first and then claims once more, which
 //!   closes the race with a job accepted as it left: that job's wake either saw the slot and
 //!   committed before the last claim, or saw none and woke a worker.
 //! - **Fan out.** When the due backlog is more than the running workers can send within

@@ -252,8 +252,10 @@ async fn work(
     let poll_until = deadline.checked_sub(cfg.poll).unwrap_or_else(Instant::now);
     // the batch claimed together with the previous batch's completion, if any
     let mut next: Vec<ClaimedJob> = Vec::new();
-    // when the last job was seen (or the invocation began): the linger counts from here
-    let mut busy_at = Instant::now();
+    // when the last batch ended: the linger counts from here. An invocation that found
+    // nothing at all does not linger: no traffic woke it (the schedule's, on an idle queue),
+    // and waiting would cost its idle time on every tick
+    let mut busy_at: Option<Instant> = None;
     // the deadline, not an empty queue, ended the loop: what is due may need a successor
     let mut out_of_time = false;
     loop {
@@ -284,9 +286,9 @@ async fn work(
             if batch.is_empty() {
                 let now = Instant::now();
                 let polling = !cfg.poll.is_zero() && now < poll_until;
-                let lingering = crew
-                    .as_ref()
-                    .is_some_and(|c| now.saturating_duration_since(busy_at) < c.idle());
+                let lingering = crew.as_ref().is_some_and(|c| {
+                    busy_at.is_some_and(|at| now.saturating_duration_since(at) < c.idle())
+                });
                 if polling || lingering {
                     let until = if polling { poll_until } else { deadline };
                     tokio::time::sleep(POLL_INTERVAL.min(until.saturating_duration_since(now)))
@@ -339,7 +341,7 @@ async fn work(
                 }
             };
         next = claimed_next;
-        busy_at = Instant::now();
+        busy_at = Some(Instant::now());
         let paced_out = counts.paced_out;
         let full = counts.claimed >= u64::from(cfg.batch_size);
         let per_worker = counts
