@@ -605,17 +605,30 @@ async fn a_posted_notification_is_delivered_by_the_worker_it_woke() {
         "a warm worker took {:?}",
         latencies[1]
     );
-    let lines = json_lines(&watch.log());
-    let started: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["message"] == "worker started" && l["reason"] == "accepted")
-        .collect();
-    assert_eq!(started.len(), 2, "one wake per notification: {started:?}");
-    let sent = lines
-        .iter()
-        .filter(|l| l.get("_aws").is_some() && l.get("WakeSent").is_some())
-        .count();
-    assert_eq!(sent, 2, "each wake counted as WakeSent");
+    // a wake's task logs and counts its start when watch answers the invocation, which it
+    // does once the worker has returned: a moment after the worker freed its slot
+    let counted = |lines: &[Value]| {
+        let started = lines
+            .iter()
+            .filter(|l| l["message"] == "worker started" && l["reason"] == "accepted")
+            .count();
+        let sent = lines
+            .iter()
+            .filter(|l| l.get("_aws").is_some() && l.get("WakeSent").is_some())
+            .count();
+        (started, sent)
+    };
+    let answered = Instant::now() + Duration::from_secs(10);
+    let mut seen = counted(&json_lines(&watch.log()));
+    while seen != (2, 2) && Instant::now() < answered {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = counted(&json_lines(&watch.log()));
+    }
+    assert_eq!(
+        seen,
+        (2, 2),
+        "one wake per notification, each logged as started and counted as WakeSent"
+    );
 }
 
 /// No log line carries a recipient or a message body, at any level: ingest and the worker run
