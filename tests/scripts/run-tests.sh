@@ -29,7 +29,7 @@ pgbouncer_up
 cargo test --workspace --no-fail-fast --test it "$@" -- \
   claim_engine:: ingest_api:: worker_stand_in:: sweeper:: migrations:: batch:: rate_limits:: \
   worker_recording:: operations:: database:: migrations_custom_resource:: feedback:: \
-  suppressions:: status_events:: || status=$?
+  suppressions:: status_events:: fleet:: wake:: || status=$?
 
 # The API contract: Schemathesis over functions/ingest/openapi.yaml against the real ingest
 # function under cargo lambda watch (on this run's PostgreSQL, a database of its own)
