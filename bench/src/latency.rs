@@ -9,6 +9,9 @@
 //!   the wait for the next tick and the work after it, and the 1-minute figure is the wait
 //!   scaled by 60 s / `period` plus the work as measured. Invocation overhead and cold starts
 //!   are not modelled.
+//!
+//! With the wake on (the shipped default), accept → provider is part 13's
+//! ([`crate::wake`]), measured from the same instant to the same call.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,7 +79,9 @@ async fn produce(bench: &Bench, rate: u32, span: Duration) -> Result<HashMap<Uui
     Ok(accepted)
 }
 
-fn latencies(
+/// Each accepted job's (accepted, provider called) instants; an error unless every accepted
+/// job reached the provider.
+pub fn latencies(
     accepted: &HashMap<Uuid, Instant>,
     called: &HashMap<Uuid, Instant>,
 ) -> Result<Vec<(Instant, Instant)>> {

@@ -11,7 +11,9 @@
 //! [`latency`] (4), [`peer`] (5), [`ceiling`] (6), [`cpu`] (7), [`cold_start`] (8), and the
 //! write budget, [`writes`] (9, its counters read by [`probe`], and what one
 //! history row costs, [`floor`]), [`retention`] (10), a job's whole life, [`life`] (11), and
-//! the soak, [`soak`] (12). Two parts run alone only: the claim on a deep queue with priority
+//! the soak, [`soak`] (12), and the wake, the burst and the fan-out, [`wake`] and [`fanout`]
+//! (13, worker invocations started in-process by [`lambda`], the server's side read by
+//! [`server`]; also alone, `--only wake`). Two parts run alone only: the claim on a deep queue with priority
 //! lanes, [`lanes`] (`--only lanes`), and ours at the template's defaults (`--only ours`, the
 //! headline's side of part 5 without the peer, what bench/compare.sh runs in turns).
 
@@ -21,8 +23,10 @@ mod clock;
 mod cold_start;
 mod cpu;
 mod db;
+mod fanout;
 mod floor;
 mod ingest;
+mod lambda;
 mod lanes;
 mod latency;
 mod life;
@@ -33,13 +37,15 @@ mod probe;
 mod render;
 mod results;
 mod retention;
+mod server;
 mod soak;
 mod stats;
 mod targets;
+mod wake;
 mod worked;
 mod writes;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -94,6 +100,14 @@ struct Plan {
     /// `--only lanes`: due `low` jobs under the claim, and the claims timed on them.
     lanes_low_jobs: i64,
     lanes_claims: usize,
+    /// The wake part (13): how long the steady 100 requests/s run, requests after idle (one
+    /// at a time, each after the fleet left), the burst's requests (within one second), the
+    /// fan-out's due jobs and its `WORKER_MAX_INVOCATIONS`.
+    wake_span: Duration,
+    wake_idle_rounds: usize,
+    burst_requests: u64,
+    fan_out_jobs: i64,
+    fan_out_max: Vec<u32>,
 }
 
 impl Plan {
@@ -133,6 +147,11 @@ impl Plan {
                 cold_runs: 5,
                 lanes_low_jobs: 100_000,
                 lanes_claims: 50,
+                wake_span: Duration::from_secs(3),
+                wake_idle_rounds: 3,
+                burst_requests: 1_000,
+                fan_out_jobs: 5_000,
+                fan_out_max: vec![1, 2],
             }
         } else {
             Self {
@@ -170,6 +189,11 @@ impl Plan {
                 cold_runs: 20,
                 lanes_low_jobs: 1_000_000,
                 lanes_claims: 200,
+                wake_span: Duration::from_secs(15),
+                wake_idle_rounds: 10,
+                burst_requests: 1_000,
+                fan_out_jobs: 100_000,
+                fan_out_max: vec![1, 2, 4, 8],
             }
         }
     }
@@ -199,22 +223,22 @@ fn main() -> Result<()> {
             "--only" => match args.next().map(String::as_str) {
                 Some(
                     part @ ("claim" | "peer" | "life" | "soak" | "cold" | "retention" | "lanes"
-                    | "ours"),
+                    | "ours" | "wake"),
                 ) => only = Some(part),
                 Some(other) => {
                     anyhow::bail!(
-                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold`, `retention`, `lanes` and `ours`)"
+                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold`, `retention`, `lanes`, `ours` and `wake`)"
                     )
                 }
                 None => anyhow::bail!(
-                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts), `retention` (a day dropped, idle and under load), `lanes` (the claim on a deep queue with priority lanes) or `ours` (one drain at the template's defaults)"
+                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts), `retention` (a day dropped, idle and under load), `lanes` (the claim on a deep queue with priority lanes), `ours` (one drain at the template's defaults) or `wake` (the wake, a burst and the fan-out, after the cold starts)"
                 ),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention|lanes|ours]   (needs DATABASE_URL; `make bench` sets it)"
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention|lanes|ours|wake]   (needs DATABASE_URL; `make bench` sets it)"
                 );
                 return Ok(());
             }
@@ -236,6 +260,7 @@ fn main() -> Result<()> {
     match only {
         Some("claim") => rt.block_on(run_claim(plan, &url)),
         Some("peer") => rt.block_on(run_peer(plan, &url)),
+        Some("wake") => rt.block_on(run_wake(plan, &url)),
         Some(part) => rt.block_on(run_part(part, plan, &url)),
         None => rt.block_on(run(plan, &url)),
     }
@@ -324,8 +349,45 @@ async fn run_peer(plan: Plan, url: &str) -> Result<()> {
     Ok(())
 }
 
+/// `--only wake`: part 8 first (at most 5 rounds: its worker's cold start is what the derived
+/// cold figure adds), then part 13; both sections, part 13's targets, and a `BENCH` line with
+/// both parts.
+async fn run_wake(mut plan: Plan, url: &str) -> Result<()> {
+    plan.cold_runs = plan.cold_runs.min(5);
+    let mut results = measure::part_only("cold", &plan, url).await?;
+    wake_part(&mut results, &plan, url).await?;
+    let targets: Vec<targets::Target> = targets::targets(&results)
+        .into_iter()
+        .filter(|t| targets::of_part("wake", t))
+        .collect();
+    render::part_only("wake", &results, &targets);
+    let parts = vec![
+        ("wake", serde_json::to_value(&results.wake)?),
+        ("cold_start", serde_json::to_value(&results.cold_start)?),
+    ];
+    say!("BENCH {}", part_line(&results, &targets, parts));
+    Ok(())
+}
+
+/// Part 13 on databases of its own, set up once the other parts' are dropped, after part 8
+/// (`results.cold_start`); its time is added to the run's, and the load after it is the run's.
+async fn wake_part(results: &mut results::Results, plan: &Plan, url: &str) -> Result<()> {
+    let started = Instant::now();
+    crate::step!("setting up the databases for the wake part");
+    let bench = db::Bench::setup(url).await?;
+    let measured = wake::measure(&bench, plan, &results.cold_start).await;
+    bench.teardown().await;
+    results.wake = measured?;
+    results.total_secs += started.elapsed().as_secs_f64();
+    results.load_after = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into());
+    Ok(())
+}
+
 async fn run(plan: Plan, url: &str) -> Result<()> {
-    let results = measure::measure(&plan, url).await?;
+    let mut results = measure::measure(&plan, url).await?;
+    wake_part(&mut results, &plan, url).await?;
     let targets = targets::targets(&results);
     render::render(&results, &targets);
     let report = Report {

@@ -32,6 +32,8 @@ pub fn render(r: &Results, targets: &[Target]) {
     say!("");
     r.cold_start.render();
     say!("");
+    wake(r);
+    say!("");
     footer(r, targets);
 }
 
@@ -83,7 +85,8 @@ pub fn peer_only(r: &Results, targets: &[Target]) {
     footer(r, targets);
 }
 
-/// `--only life`, `soak`, `cold`, `retention`, `lanes` or `ours`: that part's section.
+/// `--only life`, `soak`, `cold`, `retention`, `lanes`, `ours` or `wake` (after part 8's,
+/// whose worker cold start its derived figure adds): that part's section.
 pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
     header(r);
     say!("");
@@ -93,6 +96,11 @@ pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
         "retention" => retention(r),
         "lanes" => lanes(r),
         "ours" => ours(r),
+        "wake" => {
+            r.cold_start.render();
+            say!("");
+            wake(r);
+        }
         _ => r.cold_start.render(),
     }
     say!("");
@@ -693,6 +701,140 @@ fn accept_to_provider(r: &Results) {
     );
 }
 
+/// An optional figure with `digits` decimals, `-` when there is none.
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.filter(|v| v.is_finite())
+        .map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// 13: the wake, the burst, the fan-out and idle.
+fn wake(r: &Results) {
+    let w = &r.wake;
+    let s = &w.settings;
+    if s.model.is_empty() {
+        say!("13. wake, burst and fan-out: not measured in this run");
+        return;
+    }
+    say!(
+        "13. wake, burst and fan-out: polling {}, wake {}, WORKER_IDLE_MS {}, WORKER_MAX_INVOCATIONS {} unless stated, batch {}, concurrency {}, worker timeout {} s; provider calls {}–{} ms (uniform, seeded)",
+        s.polling,
+        s.wake,
+        s.worker_idle_ms,
+        s.worker_max_invocations,
+        s.batch,
+        s.concurrency,
+        s.worker_timeout_secs,
+        s.provider_ms[0],
+        s.provider_ms[1]
+    );
+    say!("   how: {}", s.model);
+    let st = &w.steady;
+    say!(
+        "   steady, {} requests/s through {} ingest instances taking turns ({:.1} requests/s achieved over {:.1} s): accept → provider p50 {} p99 {} ({} jobs); ingest's answer with the wake p50 {} p99 {}; invocations started {} ({} environments opened beyond the warm ones)",
+        st.rate_per_sec,
+        st.ingest_instances,
+        st.achieved_per_sec,
+        st.secs,
+        ms(st.accept_to_provider.p50_ms),
+        ms(st.accept_to_provider.p99_ms),
+        st.accept_to_provider.n,
+        ms(st.ingest_answer.p50_ms),
+        ms(st.ingest_answer.p99_ms),
+        st.invocations.total,
+        st.environments_opened
+    );
+    let a = &w.after_idle;
+    say!(
+        "   a request after idle (no worker running), warm worker started in-process: accept → provider p50 {} max {} ({} rounds, {} invocations started)",
+        ms(a.warm.p50_ms),
+        ms(a.warm_max_ms),
+        a.rounds,
+        a.invocations.total
+    );
+    say!(
+        "   the same, cold worker: p50 {} max {} — {}",
+        ms(a.cold.p50_ms.unwrap_or(f64::NAN)),
+        ms(a.cold.max_ms.unwrap_or(f64::NAN)),
+        a.cold.derived
+    );
+    say!("   Lambda's own Invoke time and queueing are not modelled in either figure");
+    let b = &w.burst;
+    say!(
+        "   burst: {} requests through {} ingest instances in {:.2} s: {} invocations started ({} wakes, {} fan-out, {} hand-offs), at most {} at once; accept → provider p50 {} p99 {}",
+        fmt_n(b.requests as f64),
+        b.ingest_instances,
+        b.secs,
+        b.invocations.total,
+        b.invocations.wake,
+        b.invocations.backlog,
+        b.invocations.hand_off,
+        b.peak_running,
+        ms(b.accept_to_provider.p50_ms),
+        ms(b.accept_to_provider.p99_ms)
+    );
+    if b.secs > 1.1 {
+        say!(
+            "   the burst took {:.2} s, not the second asked: ingest could not answer faster here (a busy machine, or a debug build)",
+            b.secs
+        );
+    }
+    let f = &w.fan_out;
+    if !f.runs.is_empty() {
+        say!(
+            "   fan-out: {} due jobs, one worker woken, the others started by the fan-out; drain from the wake to the last job's end (database clock); server side over the drain",
+            fmt_n(f.jobs as f64)
+        );
+        say!(
+            "   {:>4} {:>9} {:>9} {:>9} {:>7} {:>22} {:>12} {:>9} {:>8} {:>8} {:>8}",
+            "N",
+            "drain s",
+            "jobs/s",
+            "speed-up",
+            "÷ N",
+            "started (wake/fan/hand)",
+            "peak (at s)",
+            "xacts/s",
+            "DB cores",
+            "bench",
+            "machine"
+        );
+        for run in &f.runs {
+            let i = &run.invocations;
+            let sv = &run.server;
+            say!(
+                "   {:>4} {:>9.1} {:>9} {:>9} {:>7} {:>22} {:>12} {:>9} {:>8} {:>8} {:>8}",
+                run.max_invocations,
+                run.drain_secs,
+                fmt_n(run.jobs_per_sec),
+                opt(run.speed_up, 2),
+                opt(run.speed_up_per_invocation, 2),
+                format!("{} ({}/{}/{})", i.total, i.wake, i.backlog, i.hand_off),
+                format!("{} ({})", run.peak_running, opt(run.peak_after_secs, 1)),
+                sv.xacts_per_sec.map_or("-".into(), fmt_n),
+                opt(sv.server_cores, 2),
+                opt(sv.bench_cores, 2),
+                sv.machine_busy
+                    .map_or("-".into(), |b| format!("{:.0}%", b * 100.0))
+            );
+        }
+        if let Some(note) = f.runs.iter().find_map(|r| r.server.note.as_deref()) {
+            say!("   the server's CPU: not measured: {note}");
+        }
+        say!(
+            "   DB cores and bench: CPU time over the drain in cores (of the machine's {}); machine: every core's busy share, other work on the machine included",
+            r.machine.cores
+        );
+    }
+    let i = &w.idle;
+    say!(
+        "   idle: {} scheduled invocation on an empty queue: {} invocations started beyond it; it claimed {} and ran {:.0} ms (its linger)",
+        i.scheduled,
+        i.invocations.total,
+        i.claimed,
+        i.ran_ms
+    );
+}
+
 fn cpu(r: &Results) {
     let c = &r.cpu;
     let l = &c.lambda;
@@ -843,5 +985,13 @@ mod tests {
         let results = crate::results::example();
         render(&results, &crate::targets::targets(&results));
         render(&Results::default(), &[]);
+        part_only("wake", &results, &crate::targets::targets(&results));
+    }
+
+    #[test]
+    fn optional_figures_show_a_dash_when_missing() {
+        assert_eq!(opt(Some(1.234), 2), "1.23");
+        assert_eq!(opt(None, 2), "-");
+        assert_eq!(opt(Some(f64::NAN), 1), "-");
     }
 }

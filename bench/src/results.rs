@@ -158,6 +158,8 @@ pub struct Results {
     pub retention_under_load: crate::retention::UnderLoad,
     /// 7
     pub cpu: Cpu,
+    /// 13: the wake, a burst and the fan-out, at the shipped defaults (polling off, wake on)
+    pub wake: crate::wake::WakeRuns,
     /// `--only lanes`: the claim on a deep queue with priority lanes (not in a full run)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lanes: Option<crate::lanes::Lanes>,
@@ -252,6 +254,7 @@ pub fn example() -> Results {
             wal_bytes_per_row: 500.66,
         }],
     };
+    results.wake = example_wake();
     results.retention = crate::retention::Retention {
         jobs: 20_000,
         kept_days: 30,
@@ -266,6 +269,90 @@ pub fn example() -> Results {
         vacuum_wal_bytes: 700_000,
     };
     results
+}
+
+/// Part 13 with every goal met: N = 1 and 2, as in quick mode.
+#[cfg(test)]
+pub fn example_wake() -> crate::wake::WakeRuns {
+    use crate::fanout::{FanOut, FanOutRun};
+    use crate::lambda::Starts;
+    use crate::stats::Latency;
+    use crate::wake::{AfterIdle, Burst, ColdDerived, Idle, Settings, Steady, WakeRuns};
+
+    let latency = |n, p50_ms, p99_ms| Latency { n, p50_ms, p99_ms };
+    let woke = Starts {
+        total: 1,
+        wake: 1,
+        ..Starts::default()
+    };
+    let run = |n: u32, jobs_per_sec: f64, backlog: u64| FanOutRun {
+        max_invocations: n,
+        drain_secs: 5_000.0 / jobs_per_sec,
+        jobs_per_sec,
+        invocations: Starts {
+            total: 1 + backlog,
+            backlog,
+            ..woke
+        },
+        peak_running: n as usize,
+        ..FanOutRun::default()
+    };
+    let mut runs = vec![run(1, 280.0, 0), run(2, 530.0, 1)];
+    for r in &mut runs {
+        r.speed_up = Some(r.jobs_per_sec / 280.0);
+        r.speed_up_per_invocation = r.speed_up.map(|s| s / f64::from(r.max_invocations));
+    }
+    WakeRuns {
+        settings: Settings::shipped(),
+        steady: Steady {
+            rate_per_sec: 100,
+            ingest_instances: 4,
+            secs: 3.01,
+            achieved_per_sec: 99.7,
+            accept_to_provider: latency(300, 98.5, 212.0),
+            ingest_answer: latency(300, 1.2, 3.4),
+            invocations: woke,
+            environments_opened: 0,
+        },
+        after_idle: AfterIdle {
+            rounds: 3,
+            warm: latency(3, 20.5, 31.0),
+            warm_max_ms: 31.0,
+            invocations: Starts {
+                total: 3,
+                wake: 3,
+                ..Starts::default()
+            },
+            cold: ColdDerived {
+                derived: "derived, not measured end to end".into(),
+                worker_init_median_ms: Some(150.0),
+                worker_init_max_ms: Some(180.0),
+                p50_ms: Some(170.5),
+                max_ms: Some(211.0),
+            },
+        },
+        burst: Burst {
+            requests: 1_000,
+            ingest_instances: 16,
+            secs: 1.05,
+            invocations: woke,
+            peak_running: 1,
+            accept_to_provider: latency(1_000, 400.0, 900.0),
+            environments_opened: 0,
+        },
+        fan_out: FanOut {
+            jobs: 5_000,
+            provider_ms: [30.0, 80.0],
+            runs,
+        },
+        idle: Idle {
+            scheduled: 1,
+            invocations: Starts::default(),
+            claimed: 0,
+            ran_ms: 2_105.0,
+        },
+        ..WakeRuns::default()
+    }
 }
 
 /// Ours measured, the peer not (as in quick mode).
@@ -334,6 +421,14 @@ mod tests {
         assert_eq!(at("/ingest/concurrency_1/p99_ms"), 1.394);
         assert_eq!(at("/accept_to_provider/polling_on/p50_ms"), 127.0);
         assert_eq!(at("/cold_start/ingest_minus_handshake_ms"), 9.21);
+        assert_eq!(at("/wake/steady/accept_to_provider/p99_ms"), 212.0);
+        assert_eq!(at("/wake/after_idle/warm/p50_ms"), 20.5);
+        assert_eq!(at("/wake/after_idle/cold/p50_ms"), 170.5);
+        assert_eq!(at("/wake/burst/invocations/total"), 1);
+        assert_eq!(at("/wake/fan_out/runs/1/max_invocations"), 2);
+        assert_eq!(at("/wake/fan_out/runs/1/speed_up"), 1.893);
+        assert_eq!(at("/wake/idle/invocations/total"), 0);
+        assert!(at("/wake/fan_out/runs/0/server/server_cores").is_null());
         assert_eq!(at("/cpu/cell/workers"), 1);
         assert_eq!(at("/write_budget/ours/run/wal_bytes_per_job"), 2_345.7);
         assert_eq!(at("/write_budget/ours/run/buffers_dirtied_per_job"), 0.123);

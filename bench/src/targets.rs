@@ -96,12 +96,82 @@ pub fn targets(r: &Results) -> Vec<Target> {
             met: Some(cold <= GOAL_MS),
         },
     ])
+    .chain(wake(r))
     .collect()
 }
 
-/// Whether a target belongs to `--only life`, `soak`, `cold` or `retention`.
+/// Part 13's targets (the wake, the burst, the fan-out, idle), each named `fleet: …`; a
+/// figure of a run that did not measure it is "not measured". The fan-out has one per
+/// `WORKER_MAX_INVOCATIONS` above 1 that was measured beside N = 1.
+pub fn wake(r: &Results) -> Vec<Target> {
+    let w = &r.wake;
+    let steady = (w.steady.accept_to_provider.n > 0).then_some(&w.steady.accept_to_provider);
+    let warm = (w.after_idle.warm.n > 0).then_some(w.after_idle.warm_max_ms);
+    let cold = w.after_idle.cold.max_ms;
+    let burst = (w.burst.requests > 0).then_some(w.burst.invocations.total);
+    let idle = (w.idle.scheduled > 0).then_some(w.idle.invocations.total);
+    let within = |v: Option<f64>, bound: f64| Target {
+        name: "",
+        want: String::new(),
+        got: v.map_or("not measured".into(), ms),
+        met: v.map(|v| v <= bound),
+    };
+    let count = |v: Option<u64>, bound: u64| Target {
+        name: "",
+        want: String::new(),
+        got: v.map_or("not measured".into(), |v| v.to_string()),
+        met: v.map(|v| v <= bound),
+    };
+    let mut out = vec![
+        Target {
+            name: "fleet: accept → provider p50 ≤ 250 ms, 100 requests/s, polling off, wake on",
+            want: "≤ 250 ms".into(),
+            ..within(steady.map(|l| l.p50_ms), 250.0)
+        },
+        Target {
+            name: "fleet: accept → provider p99 ≤ 1 s, 100 requests/s, polling off, wake on",
+            want: "≤ 1 s".into(),
+            ..within(steady.map(|l| l.p99_ms), 1000.0)
+        },
+        Target {
+            name: "fleet: a request after idle reaches its provider ≤ 1 s, warm (every round)",
+            want: "≤ 1 s".into(),
+            ..within(warm, 1000.0)
+        },
+        Target {
+            name: "fleet: the same, cold (derived: warm + part 8's worker cold start)",
+            want: "≤ 1 s".into(),
+            ..within(cold, 1000.0)
+        },
+        Target {
+            name: "fleet: invocations started by 1,000 requests within a second ≤ 5",
+            want: "≤ 5".into(),
+            ..count(burst, 5)
+        },
+    ];
+    let base = w.fan_out.runs.iter().any(|run| run.max_invocations == 1);
+    for run in w.fan_out.runs.iter().filter(|run| run.max_invocations > 1) {
+        let n = f64::from(run.max_invocations);
+        let speed_up = run.speed_up.filter(|_| base);
+        out.push(Target {
+            name: "fleet: fan-out drain speed-up over WORKER_MAX_INVOCATIONS 1 ≥ 0.8 × N",
+            want: format!("≥ {:.2} (N = {})", 0.8 * n, run.max_invocations),
+            got: ratio(speed_up),
+            met: speed_up.map(|s| s >= 0.8 * n),
+        });
+    }
+    out.push(Target {
+        name: "fleet: invocations started with nothing posted (a scheduled one, empty queue)",
+        want: "0".into(),
+        ..count(idle, 0)
+    });
+    out
+}
+
+/// Whether a target belongs to `--only life`, `soak`, `cold`, `retention` or `wake`.
 pub fn of_part(part: &str, t: &Target) -> bool {
     match part {
+        "wake" => t.name.starts_with("fleet:"),
         "life" => t.name.starts_with("WAL over a job's whole life"),
         "soak" => t.name.starts_with("soak:"),
         "cold" => t.name.starts_with("ingest cold start"),
@@ -165,11 +235,66 @@ mod tests {
             ("1.39 ms", Some(true)),
             ("127 ms", Some(true)),
             ("9.21 ms", Some(true)),
+            ("98.50 ms", Some(true)),
+            ("212 ms", Some(true)),
+            ("31.00 ms", Some(true)),
+            ("211 ms", Some(true)),
+            ("1", Some(true)),
+            ("1.89", Some(true)),
+            ("0", Some(true)),
         ];
         let want: Vec<_> = want.iter().map(|(g, m)| (g.to_string(), *m)).collect();
         assert_eq!(got, want);
-        let cold = targets(&example()).pop().unwrap();
+        let all = targets(&example());
+        let cold = all
+            .iter()
+            .find(|t| t.name.starts_with("ingest cold start"))
+            .unwrap();
         assert_eq!(cold.want, "≤ 50 ms");
+        let fan_out = all.iter().find(|t| t.name.contains("fan-out")).unwrap();
+        assert_eq!(fan_out.want, "≥ 1.60 (N = 2)");
+    }
+
+    #[test]
+    fn the_wake_parts_goals_are_missed_just_past_their_bounds_and_met_on_them() {
+        let mut r = example();
+        let w = &mut r.wake;
+        w.steady.accept_to_provider.p50_ms = 250.0;
+        w.steady.accept_to_provider.p99_ms = 1000.01;
+        w.after_idle.warm_max_ms = 1000.0;
+        w.after_idle.cold.max_ms = Some(1000.5);
+        w.burst.invocations.total = 6;
+        w.fan_out.runs[1].speed_up = Some(1.6);
+        w.idle.invocations.total = 1;
+        let met: Vec<_> = wake(&r).into_iter().map(|t| t.met).collect();
+        let want = [true, false, true, false, false, true, false];
+        assert_eq!(met, want.map(Some));
+        r.wake.fan_out.runs[1].speed_up = Some(1.599);
+        assert_eq!(wake(&r)[5].met, Some(false));
+    }
+
+    #[test]
+    fn the_wake_part_not_measured_is_neither_met_nor_missed() {
+        let r = Results::default();
+        let t = wake(&r);
+        assert_eq!(t.len(), 6, "no fan-out run, no fan-out target");
+        for t in &t {
+            assert_eq!(
+                (t.got.as_str(), t.met),
+                ("not measured", None),
+                "{}",
+                t.name
+            );
+        }
+        assert!(t.iter().all(|t| of_part("wake", t)));
+        // a fan-out without N = 1 has no speed-up to judge
+        let mut r = example();
+        r.wake.fan_out.runs.remove(0);
+        let fan_out = wake(&r)
+            .into_iter()
+            .find(|t| t.name.contains("fan-out"))
+            .unwrap();
+        assert_eq!((fan_out.got.as_str(), fan_out.met), ("not measured", None));
     }
 
     #[test]
@@ -191,7 +316,7 @@ mod tests {
         let want = [
             false, true, true, true, false, true, false, false, true, false, true, false,
         ];
-        assert_eq!(met, want.map(Some));
+        assert_eq!(met[..12], want.map(Some));
     }
 
     #[test]

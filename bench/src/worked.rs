@@ -39,17 +39,43 @@ impl Deliverer for NoopDeliverer {
     }
 }
 
+/// A seeded xorshift64* generator: every run draws the same sequence.
+pub struct Seeded {
+    state: Mutex<u64>,
+}
+
+impl Seeded {
+    /// Starts at `seed` (any value but 0).
+    pub fn new(seed: u64) -> Self {
+        Self {
+            state: Mutex::new(seed.max(1)),
+        }
+    }
+
+    /// A uniform draw in (0, 1].
+    pub fn next(&self) -> f64 {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        *s ^= *s >> 12;
+        *s ^= *s << 25;
+        *s ^= *s >> 27;
+        ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+}
+
+/// The seed every waiting provider here starts from.
+pub const SEED: u64 = 0x2545_F491_4F6C_DD1D;
+
 /// A provider that takes time: each call waits a lognormal time whose middle 90% is 30–80 ms
 /// (median 49 ms), as an SNS Publish or SES SendEmail call from Lambda does, then answers.
 /// graphile-worker's task waits the same way (bench/peer/drain.js, `PEER_TASK=wait`).
 pub struct WaitingDeliverer {
-    state: Mutex<u64>,
+    rng: Seeded,
 }
 
 impl Default for WaitingDeliverer {
     fn default() -> Self {
         Self {
-            state: Mutex::new(0x2545_F491_4F6C_DD1D),
+            rng: Seeded::new(SEED),
         }
     }
 }
@@ -59,18 +85,9 @@ pub const WAIT_MU: f64 = 3.8918; // ln 49
 pub const WAIT_SIGMA: f64 = 0.298;
 
 impl WaitingDeliverer {
-    fn next(&self) -> f64 {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        // xorshift64*, to a uniform in (0, 1]
-        *s ^= *s >> 12;
-        *s ^= *s << 25;
-        *s ^= *s >> 27;
-        ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-    }
-
     /// One wait: Box–Muller on two uniforms.
     pub fn wait(&self) -> Duration {
-        let (u1, u2) = (self.next(), self.next());
+        let (u1, u2) = (self.rng.next(), self.rng.next());
         let normal = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
         Duration::from_secs_f64((WAIT_MU + WAIT_SIGMA * normal).exp() / 1000.0)
     }
@@ -81,6 +98,30 @@ impl Deliverer for WaitingDeliverer {
     async fn deliver(&self, _job: &ClaimedJob) -> Result<String, DeliveryError> {
         tokio::time::sleep(self.wait()).await;
         Ok(message_id())
+    }
+}
+
+/// Waits drawn uniformly between two bounds from a [`Seeded`] generator: the provider calls
+/// of the wake and fan-out part ([`crate::wake`]), 30–80 ms.
+pub struct UniformWait {
+    rng: Seeded,
+    /// The bounds, in ms.
+    pub low_ms: f64,
+    pub high_ms: f64,
+}
+
+impl UniformWait {
+    pub fn new(low_ms: f64, high_ms: f64) -> Self {
+        Self {
+            rng: Seeded::new(SEED),
+            low_ms,
+            high_ms,
+        }
+    }
+
+    pub fn wait(&self) -> Duration {
+        let ms = self.low_ms + (self.high_ms - self.low_ms) * self.rng.next();
+        Duration::from_secs_f64(ms / 1000.0)
     }
 }
 
@@ -365,5 +406,20 @@ mod tests {
         assert!((28.0..32.0).contains(&at(0.05)), "p5 {}", at(0.05));
         assert!((47.0..51.0).contains(&at(0.5)), "p50 {}", at(0.5));
         assert!((76.0..84.0).contains(&at(0.95)), "p95 {}", at(0.95));
+    }
+
+    #[test]
+    fn uniform_waits_stay_within_their_bounds_and_repeat_from_the_seed() {
+        let (a, b) = (UniformWait::new(30.0, 80.0), UniformWait::new(30.0, 80.0));
+        let ms: Vec<f64> = (0..20_000)
+            .map(|_| a.wait().as_secs_f64() * 1000.0)
+            .collect();
+        assert!(ms.iter().all(|m| (30.0..=80.0).contains(m)));
+        let mean = ms.iter().sum::<f64>() / ms.len() as f64;
+        assert!((54.0..56.0).contains(&mean), "mean {mean}");
+        let again: Vec<f64> = (0..20_000)
+            .map(|_| b.wait().as_secs_f64() * 1000.0)
+            .collect();
+        assert_eq!(ms, again, "the same seed, the same waits");
     }
 }

@@ -13,6 +13,9 @@
 #                                         and a few `high` (plans, times; bench/src/lanes.rs)
 #   tests/scripts/bench.sh --only ours    one drain at the template's defaults (what
 #                                         bench/compare.sh REV runs against REV in turns)
+#   tests/scripts/bench.sh --only wake    the wake, a burst and the fan-out with worker
+#                                         invocations started in-process (part 13), after
+#                                         the cold starts its derived cold figure uses
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
