@@ -20,30 +20,43 @@ cd "$(dirname "$0")/../.."
 services_session notif-faults
 
 # The code mutants (tests/mutants/*.patch, one deliberate bug each): a copy of the checkout
-# under target/faults-mutants/src gets each patch in turn, and its worker is built into the
-# same target folder (only the workspace's own crates compile again; the dependencies are
-# shared) and copied to target/faults-mutants/<patch>/worker, where the suite runs it. A patch
-# that no longer applies fails the run: the mutant must follow the code it breaks. Built
-# before the real binaries, whose build then puts the real worker back in target/debug.
+# under target/faults-mutants/src gets each patch in turn, and the binaries it breaks — the
+# worker, or those its `Binaries:` line names (`Binaries: ingest`) — are built into the same
+# target folder (only the workspace's own crates compile again; the dependencies are shared)
+# and copied to target/faults-mutants/<patch>/, where the suite runs them. A patch that no
+# longer applies fails the run: the mutant must follow the code it breaks. Built before the
+# real binaries, which are then built from the checkout's own code (see the end).
 build_mutants() {
   local target=${CARGO_TARGET_DIR:-$PWD/target}
-  local copy=$target/faults-mutants/src patch name
+  local copy=$target/faults-mutants/src patch name bin bins
   rm -rf "$copy"
   mkdir -p "$copy"
   git ls-files -z --cached --others --exclude-standard |
     tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$copy"
   for patch in tests/mutants/*.patch; do
     name=$(basename "$patch" .patch)
-    echo "faults: building the mutant $name"
+    read -r -a bins <<<"$(sed -n 's/^Binaries: *//p' "$patch" | head -n 1)"
+    [ "${#bins[@]}" -gt 0 ] || bins=(worker)
+    echo "faults: building the mutant $name (${bins[*]})"
     patch -p1 --quiet --forward -d "$copy" <"$patch" || { echo "faults: $patch no longer applies"; return 1; }
-    CARGO_TARGET_DIR=$target cargo build -q --manifest-path "$copy/Cargo.toml" --bin worker
+    CARGO_TARGET_DIR=$target cargo build -q --manifest-path "$copy/Cargo.toml" "${bins[@]/#/--bin=}"
+    rm -rf "${target:?}/faults-mutants/$name"
     mkdir -p "$target/faults-mutants/$name"
-    cp "$target/debug/worker" "$target/faults-mutants/$name/worker"
+    for bin in "${bins[@]}"; do
+      cp "$target/debug/$bin" "$target/faults-mutants/$name/$bin"
+    done
     patch -p1 --quiet --reverse -d "$copy" <"$patch"
   done
-  # The copy's crates share the target folder's artifacts with the checkout's (same names,
-  # same hashes), and their recorded sources are the copy's files. Gone, they are stale to
-  # cargo, so every later build compiles the checkout's own sources again, also after an edit.
+  # The copy's crates share the target folder's artifacts and fingerprints with the checkout's
+  # (same names, same hashes, sources named relative to their package), and cargo judges
+  # them fresh by mtime alone: the checkout's files, older than the last mutant's build, would
+  # pass its crates as fresh, and the real binaries would link its bug. Each build above
+  # compiled the crates of the patch before it again (reversed, so newer than their build);
+  # the copy is built once more with every patch reversed, and the real build finds the
+  # checkout's own code (and compiles again whatever changed in the checkout meanwhile).
+  echo "faults: building the copy again with every patch reversed"
+  CARGO_TARGET_DIR=$target cargo build -q --manifest-path "$copy/Cargo.toml" \
+    --bin ingest --bin worker --bin sweeper
   rm -rf "$copy"
 }
 

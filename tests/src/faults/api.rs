@@ -64,14 +64,16 @@ impl Answer {
 
 /// Sends one API Gateway event through the ingest function.
 pub async fn send_event(ingest: &Function, event: &Value) -> Answer {
+    send_event_within(ingest, event, Duration::from_secs(15)).await
+}
+
+/// [`send_event`], waiting at most `wait` for the answer (504 past it, as API Gateway
+/// answers when its integration outlives its timeout).
+pub async fn send_event_within(ingest: &Function, event: &Value, wait: Duration) -> Answer {
     let started = Instant::now();
     let outcome = ingest
         .emulator
-        .call(
-            event.to_string().as_bytes(),
-            Duration::from_secs(10),
-            Duration::from_secs(15),
-        )
+        .call(event.to_string().as_bytes(), Duration::from_secs(10), wait)
         .await;
     Answer::from_outcome(outcome, started.elapsed())
 }

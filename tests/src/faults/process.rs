@@ -5,20 +5,23 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
-use super::runtime::{Emulator, Ledger, Outcome};
+use super::runtime::{Emulator, EmulatorHandle, Invocation, Ledger, Outcome};
 
 /// Where the binaries are and what every process gets in its environment.
 #[derive(Clone, Debug)]
 pub struct Launcher {
     pub bin_dir: PathBuf,
-    /// The worker to run instead of `bin_dir`'s while a code mutant runs (see
-    /// [`crate::faults::scenarios::Mutant`]).
-    pub mutant_worker: Option<PathBuf>,
-    /// Where the mutants' workers are, one folder per patch ([`default_mutant_dir`]).
+    /// While a code mutant runs, the folder of the binaries built from its patch (see
+    /// [`crate::faults::scenarios::Mutant`]): those found there are run instead of
+    /// `bin_dir`'s.
+    pub mutant_bin_dir: Option<PathBuf>,
+    /// Where the mutants' binaries are, one folder per patch ([`default_mutant_dir`]).
     pub mutant_dir: PathBuf,
     pub log_dir: PathBuf,
     pub base_env: Vec<(String, String)>,
@@ -34,10 +37,10 @@ pub struct Process {
 }
 
 impl Launcher {
-    /// Where `binary` is run from: the mutant's worker while one runs, else `bin_dir`.
+    /// Where `binary` is run from: the mutant's build of it while one runs, else `bin_dir`.
     pub fn path_of(&self, binary: &str) -> PathBuf {
-        match &self.mutant_worker {
-            Some(path) if binary == "worker" => path.clone(),
+        match &self.mutant_bin_dir {
+            Some(dir) if dir.join(binary).exists() => dir.join(binary),
             _ => self.bin_dir.join(binary),
         }
     }
@@ -145,11 +148,26 @@ impl Drop for Process {
 pub struct Function {
     pub binary: String,
     pub emulator: Emulator,
-    processes: std::sync::Mutex<Vec<Process>>,
-    spawned: std::sync::atomic::AtomicUsize,
+    pool: Arc<Pool>,
+}
+
+/// A function's processes, shared with its [`Caller`]s: a process that outlives its
+/// invocation's deadline is killed and replaced by whoever waits for that invocation.
+struct Pool {
+    binary: String,
+    runtime: EmulatorHandle,
+    processes: Mutex<Vec<Process>>,
+    spawned: AtomicUsize,
     env: Vec<(&'static str, String)>,
     launcher: Launcher,
+    /// The function was dropped: no process is started any more.
+    closed: AtomicBool,
 }
+
+/// Invokes a function as [`Function::call`] does, from a task that may outlive the borrow of
+/// the function (the [`InvokeApi`](super::runtime::InvokeApi)'s).
+#[derive(Clone)]
+pub struct Caller(Arc<Pool>);
 
 impl Function {
     pub async fn start(
@@ -159,13 +177,19 @@ impl Function {
         processes: usize,
     ) -> Self {
         let emulator = Emulator::start(launcher.ledger.clone());
+        let pool = Arc::new(Pool {
+            binary: binary.to_owned(),
+            runtime: emulator.handle(),
+            processes: Mutex::new(Vec::new()),
+            spawned: AtomicUsize::new(0),
+            env,
+            launcher: launcher.clone(),
+            closed: AtomicBool::new(false),
+        });
         let mut f = Self {
             binary: binary.to_owned(),
             emulator,
-            processes: std::sync::Mutex::new(Vec::new()),
-            spawned: std::sync::atomic::AtomicUsize::new(0),
-            env,
-            launcher: launcher.clone(),
+            pool,
         };
         for _ in 0..processes {
             f.add_process();
@@ -176,34 +200,19 @@ impl Function {
 
     /// Processes started so far, replacements for killed ones included.
     pub fn spawned(&self) -> usize {
-        self.spawned.load(std::sync::atomic::Ordering::SeqCst)
+        self.pool.spawned.load(Ordering::SeqCst)
     }
 
     /// The names of the processes running now.
     pub fn process_names(&self) -> Vec<String> {
-        let processes = self.processes.lock().unwrap();
+        let processes = self.pool.processes.lock().unwrap();
         processes.iter().map(|p| p.name.clone()).collect()
     }
 
     /// One more process (a cold start), named `{binary}-{sequence}`: its log file, its
     /// runtime API address and its database `application_name`.
     pub fn add_process(&self) {
-        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        self.spawned
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("{}-{seq:04}", self.binary);
-        let runtime_api = self.emulator.endpoint_for(&name);
-        let env: Vec<(&str, String)> = self
-            .env
-            .iter()
-            .map(|(k, v)| match *k {
-                "DATABASE_URL" => (*k, with_application_name(v, &name)),
-                _ => (*k, v.clone()),
-            })
-            .collect();
-        let p = self.launcher.spawn(&self.binary, &runtime_api, &env, &name);
-        self.processes.lock().unwrap().push(p);
+        self.pool.add_process();
     }
 
     /// Waits until `n` processes polled at least once more than before (ready).
@@ -226,29 +235,34 @@ impl Function {
     /// its process killed whatever it was doing (a statement in flight, a completion half
     /// written), and a fresh process takes its place for the next invocation. `None` then.
     pub async fn call(&self, event: &[u8], timeout: Duration) -> Option<Outcome> {
-        let inv = self.emulator.invoke(event, timeout);
-        let id = inv.id.clone();
-        if let Ok(Ok(outcome)) = tokio::time::timeout(timeout + DEADLINE_GRACE, inv.done).await {
-            return Some(outcome);
-        }
-        self.emulator.forget(&id);
-        if let Some(name) = self.launcher.ledger.running(&id) {
-            self.launcher.ledger.timed_out(&id);
-            let killed = {
-                let mut processes = self.processes.lock().unwrap();
-                let at = processes.iter().position(|p| p.name == name);
-                at.map(|i| processes.remove(i))
-            };
-            if let Some(mut process) = killed {
-                process.kill_now();
-                self.add_process();
+        self.caller().call(event, timeout).await
+    }
+
+    /// What invokes this function from a task of its own.
+    pub fn caller(&self) -> Caller {
+        Caller(self.pool.clone())
+    }
+
+    /// SIGKILLs the process named `process` (as when Lambda loses an environment mid
+    /// invocation) and forgets it; whether it was one of this function's. No process takes
+    /// its place unless [`Function::add_process`] starts one.
+    pub async fn kill(&self, process: &str) -> bool {
+        let killed = {
+            let mut processes = self.pool.processes.lock().unwrap();
+            let at = processes.iter().position(|p| p.name == process);
+            at.map(|i| processes.remove(i))
+        };
+        match killed {
+            Some(mut p) => {
+                p.kill9().await;
+                true
             }
+            None => false,
         }
-        None
     }
 
     pub async fn kill_all(&mut self) {
-        let processes: Vec<Process> = self.processes.get_mut().unwrap().drain(..).collect();
+        let processes: Vec<Process> = self.pool.processes.lock().unwrap().drain(..).collect();
         for mut p in processes {
             p.kill9().await;
         }
@@ -256,12 +270,81 @@ impl Function {
 
     pub fn alive(&mut self) -> usize {
         let mut n = 0;
-        for p in self.processes.get_mut().unwrap().iter_mut() {
+        for p in self.pool.processes.lock().unwrap().iter_mut() {
             if p.alive() {
                 n += 1;
             }
         }
         n
+    }
+}
+
+impl Drop for Function {
+    /// Its processes are killed now, also while a [`Caller`] still waits on one of them.
+    fn drop(&mut self) {
+        self.pool.closed.store(true, Ordering::SeqCst);
+        let processes: Vec<Process> = self.pool.processes.lock().unwrap().drain(..).collect();
+        drop(processes);
+    }
+}
+
+impl Pool {
+    fn add_process(&self) {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        self.spawned.fetch_add(1, Ordering::SeqCst);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}-{seq:04}", self.binary);
+        let runtime_api = self.runtime.endpoint_for(&name);
+        let env: Vec<(&str, String)> = self
+            .env
+            .iter()
+            .map(|(k, v)| match *k {
+                "DATABASE_URL" => (*k, with_application_name(v, &name)),
+                _ => (*k, v.clone()),
+            })
+            .collect();
+        let p = self.launcher.spawn(&self.binary, &runtime_api, &env, &name);
+        self.processes.lock().unwrap().push(p);
+    }
+}
+
+impl Caller {
+    /// Queues one event with `timeout` as its deadline from now (see [`Caller::finish`]).
+    pub fn invoke(&self, event: &[u8], timeout: Duration) -> Invocation {
+        self.0.runtime.invoke(event, timeout)
+    }
+
+    /// Waits for a queued invocation's outcome and ends it at its deadline, as
+    /// [`Function::call`] does.
+    pub async fn finish(&self, inv: Invocation, timeout: Duration) -> Option<Outcome> {
+        let id = inv.id.clone();
+        if let Ok(Ok(outcome)) = tokio::time::timeout(timeout + DEADLINE_GRACE, inv.done).await {
+            return Some(outcome);
+        }
+        self.0.runtime.forget(&id);
+        let ledger = &self.0.launcher.ledger;
+        if let Some(name) = ledger.running(&id) {
+            ledger.timed_out(&id);
+            let killed = {
+                let mut processes = self.0.processes.lock().unwrap();
+                let at = processes.iter().position(|p| p.name == name);
+                at.map(|i| processes.remove(i))
+            };
+            if let Some(mut process) = killed {
+                process.kill_now();
+                self.0.add_process();
+            }
+        }
+        None
+    }
+
+    /// [`Function::call`].
+    pub async fn call(&self, event: &[u8], timeout: Duration) -> Option<Outcome> {
+        let inv = self.invoke(event, timeout);
+        self.finish(inv, timeout).await
     }
 }
 

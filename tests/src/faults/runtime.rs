@@ -8,17 +8,27 @@
 //! died (its socket closed) gives its event back. Each process polls an address of its own
 //! ([`Emulator::endpoint_for`]), so the [`Ledger`] knows which process ran which
 //! invocation, from when to when: the fault suite's record of who could hold a claim.
+//!
+//! Beside it, [`InvokeApi`] is Lambda's `Invoke` API (`POST /2015-03-31/functions/{name}/
+//! invocations`), so the real binaries start workers as they do on AWS (ingest's wake, a
+//! worker's fan-out and hand-off, through aws-sdk-lambda): an `Event` invocation is queued for
+//! the named function's processes and answered 202 at once, and the ledger records it as a
+//! wake's. Or, on the scenario's word, it fails as Lambda fails (500 `ServiceException`, 429
+//! `TooManyRequestsException`), loses the wake (202, never queued), or never answers.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::process::{Caller, Function};
 
 /// How an invocation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,9 +52,17 @@ pub struct Span {
     pub ended: Option<(DateTime<Utc>, Ending)>,
 }
 
-/// Every invocation of every emulator that shares it (the suite has one).
+/// Every invocation of every emulator that shares it (the suite has one), and which of them
+/// a wake started through the [`InvokeApi`].
 #[derive(Debug, Clone, Default)]
-pub struct Ledger(Arc<Mutex<HashMap<String, Span>>>);
+pub struct Ledger(Arc<Mutex<Records>>);
+
+#[derive(Debug, Default)]
+struct Records {
+    spans: HashMap<String, Span>,
+    /// Invocation → the reason its wake gave (`accepted`, `backlog`, `hand_off`, …).
+    woken: HashMap<String, String>,
+}
 
 impl Ledger {
     fn picked(&self, invocation: &str, process: &str) {
@@ -54,24 +72,37 @@ impl Ledger {
             picked: Utc::now(),
             ended: None,
         };
-        self.0.lock().unwrap().insert(invocation.to_owned(), span);
+        self.0
+            .lock()
+            .unwrap()
+            .spans
+            .insert(invocation.to_owned(), span);
     }
 
     /// The event never reached the process (it died first): it is queued again.
     fn unpicked(&self, invocation: &str) {
-        self.0.lock().unwrap().remove(invocation);
+        self.0.lock().unwrap().spans.remove(invocation);
     }
 
     fn ended(&self, invocation: &str, how: Ending) {
-        if let Some(span) = self.0.lock().unwrap().get_mut(invocation) {
+        if let Some(span) = self.0.lock().unwrap().spans.get_mut(invocation) {
             span.ended.get_or_insert((Utc::now(), how));
         }
+    }
+
+    /// `invocation` was started by a wake, for `reason`.
+    fn woke(&self, invocation: &str, reason: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .woken
+            .insert(invocation.to_owned(), reason.to_owned());
     }
 
     /// Ends every running invocation of `process`: it was killed.
     pub fn process_died(&self, process: &str) {
         let now = Utc::now();
-        for span in self.0.lock().unwrap().values_mut() {
+        for span in self.0.lock().unwrap().spans.values_mut() {
             if span.process == process && span.ended.is_none() {
                 span.ended = Some((now, Ending::Killed));
             }
@@ -80,22 +111,28 @@ impl Ledger {
 
     /// The process running `invocation`, while it runs.
     pub fn running(&self, invocation: &str) -> Option<String> {
-        let spans = self.0.lock().unwrap();
-        let span = spans.get(invocation)?;
+        let records = self.0.lock().unwrap();
+        let span = records.spans.get(invocation)?;
         span.ended.is_none().then(|| span.process.clone())
     }
 
     /// Ends `invocation` as Lambda ends one that outlived its deadline: its process killed
     /// (SIGKILL) now.
     pub fn timed_out(&self, invocation: &str) {
-        if let Some(span) = self.0.lock().unwrap().get_mut(invocation) {
+        if let Some(span) = self.0.lock().unwrap().spans.get_mut(invocation) {
             span.ended.get_or_insert((Utc::now(), Ending::TimedOut));
         }
     }
 
     /// Every invocation so far.
     pub fn spans(&self) -> Vec<Span> {
-        self.0.lock().unwrap().values().cloned().collect()
+        self.0.lock().unwrap().spans.values().cloned().collect()
+    }
+
+    /// Why a wake started `invocation` (the reason in its event: `accepted`, `backlog`,
+    /// `hand_off`, …); `None` for one the suite queued itself (the schedule's, a request).
+    pub fn wake_reason(&self, invocation: &str) -> Option<String> {
+        self.0.lock().unwrap().woken.get(invocation).cloned()
     }
 }
 
@@ -123,14 +160,21 @@ struct Inner {
     polled: Notify,
     init_errors: Mutex<Vec<String>>,
     ledger: Ledger,
+    /// One listener per process.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The [`Emulator`] was dropped: no process is listened to any more.
+    closed: AtomicBool,
 }
 
 /// One emulated function endpoint.
 pub struct Emulator {
-    inner: Arc<Inner>,
-    /// One listener per process.
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    handle: EmulatorHandle,
 }
+
+/// What may outlive a borrow of the [`Emulator`]: queueing events and listening to one more
+/// process, for the invocations the [`InvokeApi`] starts and waits for in tasks of its own.
+#[derive(Clone)]
+pub struct EmulatorHandle(Arc<Inner>);
 
 /// A queued invocation: learn when a process picked it up, then its outcome.
 pub struct Invocation {
@@ -153,51 +197,29 @@ impl Emulator {
             polled: Notify::new(),
             init_errors: Mutex::new(Vec::new()),
             ledger,
+            tasks: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
         });
         Self {
-            inner,
-            tasks: Mutex::new(Vec::new()),
+            handle: EmulatorHandle(inner),
         }
+    }
+
+    /// A handle that queues events and listens to processes, for tasks that may outlive
+    /// this borrow.
+    pub fn handle(&self) -> EmulatorHandle {
+        self.handle.clone()
     }
 
     /// `AWS_LAMBDA_RUNTIME_API` for one process polling this emulator: an address of its
     /// own, so the invocations it takes are recorded as `process`'s.
     pub fn endpoint_for(&self, process: &str) -> String {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("non-blocking");
-        let port = listener.local_addr().expect("local address").port();
-        let listener = TcpListener::from_std(listener).expect("register the listener");
-        let task = tokio::spawn(accept(listener, self.inner.clone(), process.to_owned()));
-        self.tasks.lock().unwrap().push(task);
-        format!("127.0.0.1:{port}")
+        self.handle.endpoint_for(process)
     }
 
     /// Queues one event with `timeout` as the invocation's deadline from now.
     pub fn invoke(&self, event: &[u8], timeout: Duration) -> Invocation {
-        let id = format!(
-            "faults-{:08}-{}",
-            NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            uuid::Uuid::new_v4().simple()
-        );
-        let deadline_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64
-            + timeout.as_millis() as u64;
-        let (picked_tx, picked) = oneshot::channel();
-        let (done_tx, done) = oneshot::channel();
-        self.inner
-            .waiting
-            .lock()
-            .unwrap()
-            .insert(id.clone(), done_tx);
-        let _ = self.inner.tx.send(Queued {
-            id: id.clone(),
-            event: event.to_vec(),
-            deadline_ms,
-            picked: Some(picked_tx),
-        });
-        Invocation { id, picked, done }
+        self.handle.invoke(event, timeout)
     }
 
     /// Invokes and waits for the outcome; `None` when none came within `wait`.
@@ -212,19 +234,19 @@ impl Emulator {
 
     /// Stops waiting for an invocation (its process was killed).
     pub fn forget(&self, id: &str) {
-        self.inner.waiting.lock().unwrap().remove(id);
+        self.handle.forget(id);
     }
 
     /// How many `next` polls arrived so far (a process is ready once it polls).
     pub fn polls(&self) -> u64 {
-        self.inner.polls.load(Ordering::SeqCst)
+        self.handle.0.polls.load(Ordering::SeqCst)
     }
 
     /// Waits until at least `n` polls arrived, up to `wait`.
     pub async fn wait_polls(&self, n: u64, wait: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            let notified = self.inner.polled.notified();
+            let notified = self.handle.0.polled.notified();
             if self.polls() >= n {
                 return true;
             }
@@ -236,15 +258,62 @@ impl Emulator {
 
     /// Init errors the functions reported.
     pub fn init_errors(&self) -> Vec<String> {
-        self.inner.init_errors.lock().unwrap().clone()
+        self.handle.0.init_errors.lock().unwrap().clone()
     }
 }
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        for task in self.tasks.lock().unwrap().drain(..) {
+        let inner = &self.handle.0;
+        inner.closed.store(true, Ordering::SeqCst);
+        for task in inner.tasks.lock().unwrap().drain(..) {
             task.abort();
         }
+    }
+}
+
+impl EmulatorHandle {
+    /// See [`Emulator::endpoint_for`]. Once the emulator is dropped, nothing listens there:
+    /// a process started on it fails at its first poll.
+    pub fn endpoint_for(&self, process: &str) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let port = listener.local_addr().expect("local address").port();
+        if !self.0.closed.load(Ordering::SeqCst) {
+            let listener = TcpListener::from_std(listener).expect("register the listener");
+            let task = tokio::spawn(accept(listener, self.0.clone(), process.to_owned()));
+            self.0.tasks.lock().unwrap().push(task);
+        }
+        format!("127.0.0.1:{port}")
+    }
+
+    /// See [`Emulator::invoke`].
+    pub fn invoke(&self, event: &[u8], timeout: Duration) -> Invocation {
+        let id = format!(
+            "faults-{:08}-{}",
+            NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            uuid::Uuid::new_v4().simple()
+        );
+        let deadline_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            + timeout.as_millis() as u64;
+        let (picked_tx, picked) = oneshot::channel();
+        let (done_tx, done) = oneshot::channel();
+        self.0.waiting.lock().unwrap().insert(id.clone(), done_tx);
+        let _ = self.0.tx.send(Queued {
+            id: id.clone(),
+            event: event.to_vec(),
+            deadline_ms,
+            picked: Some(picked_tx),
+        });
+        Invocation { id, picked, done }
+    }
+
+    /// See [`Emulator::forget`].
+    pub fn forget(&self, id: &str) {
+        self.0.waiting.lock().unwrap().remove(id);
     }
 }
 
@@ -263,7 +332,19 @@ async fn accept(listener: TcpListener, inner: Arc<Inner>, process: String) {
 struct HttpRequest {
     method: String,
     path: String,
+    /// Names in lower case.
+    headers: Vec<(String, String)>,
     body: Vec<u8>,
+}
+
+impl HttpRequest {
+    /// The first value of the header `name` (lower case).
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// Reads one HTTP/1.1 request (Content-Length or chunked body); `None` at end of stream.
@@ -290,6 +371,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<HttpR
     let path = first.next()?.to_owned();
     let mut length = 0usize;
     let mut chunked = false;
+    let mut headers = Vec::new();
     for line in lines {
         let Some((name, value)) = line.split_once(':') else {
             continue;
@@ -300,6 +382,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<HttpR
         } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
             chunked = true;
         }
+        headers.push((name, value.to_owned()));
     }
     let body = if chunked {
         let mut body = Vec::new();
@@ -320,7 +403,12 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<HttpR
         fill_until(stream, buf, |b| (b.len() >= length).then_some(length)).await?;
         buf.drain(..length).collect()
     };
-    Some(HttpRequest { method, path, body })
+    Some(HttpRequest {
+        method,
+        path,
+        headers,
+        body,
+    })
 }
 
 async fn fill_until(
@@ -466,4 +554,311 @@ async fn accepted(stream: &mut TcpStream) -> bool {
 
 async fn not_found(stream: &mut TcpStream) -> bool {
     respond(stream, "404 Not Found", &[], b"{}").await.is_ok()
+}
+
+/// What the [`InvokeApi`] does with an `Event` invocation from now on
+/// ([`InvokeApi::set_fault`]). Each event's fate is fixed by its first request, so the SDK's
+/// retries of one wake get the answer its first try got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InvokeFault {
+    /// As Lambda does: 202 at once, the event queued for the function's processes.
+    None,
+    /// 500 `ServiceException`: Lambda failed (the SDK tries again, then gives up).
+    Fail,
+    /// 429 `TooManyRequestsException`: the function's concurrency or the account's request
+    /// rate is spent (the SDK backs off, tries again, then gives up).
+    Throttle,
+    /// 202, and the event is never queued: a lost wake (Lambda took it; it never ran).
+    Lose,
+    /// No answer at all: the request is held open until the API stops.
+    Hang,
+}
+
+/// One request the [`InvokeApi`] received.
+#[derive(Debug, Clone)]
+pub struct InvokeRequest {
+    pub at: DateTime<Utc>,
+    pub function: String,
+    /// The wake's lease and reason, from its event (`{"wake": {"lease", "reason"}}`).
+    pub lease: Option<String>,
+    pub reason: Option<String>,
+    pub fault: InvokeFault,
+    /// The HTTP status it was answered; `None` for one held open.
+    pub status: Option<u16>,
+    /// The invocation it queued.
+    pub invocation: Option<String>,
+}
+
+struct ApiInner {
+    /// Function name → the way to invoke it, and its timeout.
+    functions: Mutex<HashMap<String, (Caller, Duration)>>,
+    fault: Mutex<InvokeFault>,
+    /// Each event's fate, by its bytes (a wake's lease makes each one unique).
+    fates: Mutex<HashMap<Vec<u8>, InvokeFault>>,
+    requests: Mutex<Vec<InvokeRequest>>,
+    /// The invocations it started, each waited for (and ended at its deadline) in a task.
+    calls: Mutex<JoinSet<()>>,
+    in_flight: AtomicU64,
+    settled: Notify,
+    ledger: Ledger,
+}
+
+/// Lambda's `Invoke` API for the emulated functions: the endpoint the binaries' Lambda client
+/// is given (`AWS_ENDPOINT_URL_LAMBDA`). An `Event` invocation of a registered function is
+/// queued for its processes and answered 202 at once, as Lambda answers; the invocation gets
+/// the function's timeout as its deadline and is ended there as [`Function::call`] ends one,
+/// and the [`Ledger`] records it as started by a wake. `RequestResponse` is answered with the
+/// function's result; `DryRun` with 204. Stopped (and every invocation it still waits for
+/// let go) when dropped.
+pub struct InvokeApi {
+    inner: Arc<ApiInner>,
+    port: u16,
+    task: JoinHandle<()>,
+}
+
+impl InvokeApi {
+    /// Listens on a free local port; invocations are recorded in `ledger`.
+    pub fn start(ledger: Ledger) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let port = listener.local_addr().expect("local address").port();
+        let listener = TcpListener::from_std(listener).expect("register the listener");
+        let inner = Arc::new(ApiInner {
+            functions: Mutex::new(HashMap::new()),
+            fault: Mutex::new(InvokeFault::None),
+            fates: Mutex::new(HashMap::new()),
+            requests: Mutex::new(Vec::new()),
+            calls: Mutex::new(JoinSet::new()),
+            in_flight: AtomicU64::new(0),
+            settled: Notify::new(),
+            ledger,
+        });
+        let task = tokio::spawn(accept_invokes(listener, inner.clone()));
+        Self { inner, port, task }
+    }
+
+    /// `http://127.0.0.1:{port}`, for `AWS_ENDPOINT_URL_LAMBDA`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Invocations of `name` go to `function`'s processes, each with `timeout` (the
+    /// function's Lambda `Timeout`) as its deadline.
+    pub fn register(&self, name: &str, function: &Function, timeout: Duration) {
+        self.inner
+            .functions
+            .lock()
+            .unwrap()
+            .insert(name.to_owned(), (function.caller(), timeout));
+    }
+
+    /// What becomes of the events that arrive from now on.
+    pub fn set_fault(&self, fault: InvokeFault) {
+        *self.inner.fault.lock().unwrap() = fault;
+    }
+
+    /// Every request so far, in order of arrival.
+    pub fn requests(&self) -> Vec<InvokeRequest> {
+        self.inner.requests.lock().unwrap().clone()
+    }
+
+    /// Invocations it started that have not ended yet (answered, killed, or timed out).
+    pub fn in_flight(&self) -> u64 {
+        self.inner.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every invocation it started has ended, up to `wait`; whether they did.
+    pub async fn settled(&self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.inner.settled.notified();
+            if self.in_flight() == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.in_flight() == 0;
+            }
+        }
+    }
+}
+
+impl Drop for InvokeApi {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.inner.calls.lock().unwrap().abort_all();
+    }
+}
+
+async fn accept_invokes(listener: TcpListener, inner: Arc<ApiInner>) {
+    // dropped with this task when the API stops: the connections it holds open close
+    let mut connections = JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        connections.spawn(serve_invokes(stream, inner.clone()));
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+/// One client connection: requests until it closes (or one is held open for good).
+async fn serve_invokes(mut stream: TcpStream, inner: Arc<ApiInner>) {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut stream, &mut buf).await {
+        let path = req.path.split('?').next().unwrap_or_default();
+        let function = path
+            .strip_prefix("/2015-03-31/functions/")
+            .and_then(|rest| rest.strip_suffix("/invocations"));
+        let answer = match function {
+            Some(name) if req.method == "POST" => invoke(&inner, name, &req).await,
+            _ => Some(lambda_error(
+                "404 Not Found",
+                "UnknownOperationException",
+                "User",
+                "not an operation of this API",
+            )),
+        };
+        let Some((status, headers, body)) = answer else {
+            // held open: never answered
+            std::future::pending::<()>().await;
+            return;
+        };
+        let mut headers = headers;
+        headers.push(("x-amzn-requestid", uuid::Uuid::new_v4().to_string()));
+        if respond(&mut stream, status, &headers, &body).await.is_err() {
+            return;
+        }
+    }
+}
+
+type Answer = (&'static str, Vec<(&'static str, String)>, Vec<u8>);
+
+/// Lambda's error answer: `x-amzn-ErrorType` and a JSON body, as the SDK reads them.
+fn lambda_error(status: &'static str, code: &str, kind: &str, message: &str) -> Answer {
+    let body = serde_json::json!({"Type": kind, "message": message});
+    (
+        status,
+        vec![
+            ("x-amzn-errortype", code.to_owned()),
+            ("content-type", "application/json".to_owned()),
+        ],
+        body.to_string().into_bytes(),
+    )
+}
+
+/// `POST /2015-03-31/functions/{name}/invocations`; `None`: held open, never answered.
+async fn invoke(inner: &Arc<ApiInner>, name: &str, req: &HttpRequest) -> Option<Answer> {
+    // a name, or an ARN (`…:function:{name}`), either with a `:{qualifier}` or not
+    let name = name.replace("%3A", ":").replace("%3a", ":");
+    let name = name
+        .split_once(":function:")
+        .map_or(name.as_str(), |(_, n)| n);
+    let name = name.split(':').next().unwrap_or_default().to_owned();
+    let target = inner.functions.lock().unwrap().get(&name).cloned();
+    let Some((caller, timeout)) = target else {
+        return Some(lambda_error(
+            "404 Not Found",
+            "ResourceNotFoundException",
+            "User",
+            &format!("Function not found: {name}"),
+        ));
+    };
+    let kind = req
+        .header("x-amz-invocation-type")
+        .unwrap_or("RequestResponse")
+        .to_owned();
+    if kind == "DryRun" {
+        return Some(("204 No Content", Vec::new(), Vec::new()));
+    }
+    let fault = {
+        let current = *inner.fault.lock().unwrap();
+        *inner
+            .fates
+            .lock()
+            .unwrap()
+            .entry(req.body.clone())
+            .or_insert(current)
+    };
+    let wake: Option<Value> = serde_json::from_slice::<Value>(&req.body)
+        .ok()
+        .and_then(|event| event.get("wake").cloned());
+    let field = |key: &str| {
+        wake.as_ref()
+            .and_then(|w| w.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let mut record = InvokeRequest {
+        at: Utc::now(),
+        function: name.clone(),
+        lease: field("lease"),
+        reason: field("reason"),
+        fault,
+        status: None,
+        invocation: None,
+    };
+    let answer = match (fault, kind.as_str()) {
+        (InvokeFault::Hang, _) => None,
+        (InvokeFault::Fail, _) => Some(lambda_error(
+            "500 Internal Server Error",
+            "ServiceException",
+            "Service",
+            "An error occurred and the request cannot be processed.",
+        )),
+        (InvokeFault::Throttle, _) => Some(lambda_error(
+            "429 Too Many Requests",
+            "TooManyRequestsException",
+            "User",
+            "Rate Exceeded.",
+        )),
+        (InvokeFault::Lose, "Event") => Some(("202 Accepted", Vec::new(), Vec::new())),
+        (_, "Event") => {
+            let inv = caller.invoke(&req.body, timeout);
+            let reason = record.reason.as_deref().unwrap_or("event");
+            inner.ledger.woke(&inv.id, reason);
+            record.invocation = Some(inv.id.clone());
+            inner.in_flight.fetch_add(1, Ordering::SeqCst);
+            let waiter = inner.clone();
+            let mut calls = inner.calls.lock().unwrap();
+            calls.spawn(async move {
+                caller.finish(inv, timeout).await;
+                waiter.in_flight.fetch_sub(1, Ordering::SeqCst);
+                waiter.settled.notify_waiters();
+            });
+            while calls.try_join_next().is_some() {}
+            Some(("202 Accepted", Vec::new(), Vec::new()))
+        }
+        (_, "RequestResponse") => {
+            let inv = caller.invoke(&req.body, timeout);
+            record.invocation = Some(inv.id.clone());
+            record.status = Some(200);
+            inner.requests.lock().unwrap().push(record.clone());
+            return Some(match caller.finish(inv, timeout).await {
+                Some(Outcome::Response(body)) => ("200 OK", Vec::new(), body),
+                Some(Outcome::Error(body)) => (
+                    "200 OK",
+                    vec![("x-amz-function-error", "Unhandled".to_owned())],
+                    body,
+                ),
+                None => lambda_error(
+                    "500 Internal Server Error",
+                    "ServiceException",
+                    "Service",
+                    "the invocation timed out",
+                ),
+            });
+        }
+        _ => Some(lambda_error(
+            "400 Bad Request",
+            "InvalidParameterValueException",
+            "User",
+            &format!("unknown X-Amz-Invocation-Type {kind:?}"),
+        )),
+    };
+    record.status = answer
+        .as_ref()
+        .and_then(|(status, _, _)| status.split(' ').next().and_then(|code| code.parse().ok()));
+    inner.requests.lock().unwrap().push(record);
+    answer
 }

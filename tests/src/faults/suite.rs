@@ -14,7 +14,7 @@ use super::api::{self, Answer};
 use super::logs::SECRET_MARKER;
 use super::process::{Function, Launcher, default_bin_dir, default_mutant_dir};
 use super::row::{Row, statuses_text};
-use super::runtime::Ledger;
+use super::runtime::{InvokeApi, Ledger};
 use crate::TestDb;
 use crate::apigw::{ApiRequest, Version};
 use crate::proxy::Proxy;
@@ -24,6 +24,20 @@ use crate::stand_in::Recipients;
 pub const WORKER_TIMEOUT: Duration = Duration::from_secs(6);
 /// The sweep window: longer than the worker's timeout, as the sweeper demands.
 pub const STUCK_AFTER_SECS: u64 = 7;
+
+/// The worker's function name in the suite's [`InvokeApi`] (`WORKER_FUNCTION_NAME`).
+pub const WORKER_FUNCTION: &str = "worker";
+
+/// What makes a function start workers through `lambda`, as ingest and the worker do on AWS:
+/// `WORKER_FUNCTION_NAME` and the Lambda endpoint (`AWS_ENDPOINT_URL_LAMBDA`; every other
+/// service stays behind the suite's proxy). The worker must be registered there under
+/// [`WORKER_FUNCTION`].
+pub fn wake_env(lambda: &InvokeApi) -> Vec<(&'static str, String)> {
+    vec![
+        ("WORKER_FUNCTION_NAME", WORKER_FUNCTION.to_owned()),
+        ("AWS_ENDPOINT_URL_LAMBDA", lambda.endpoint()),
+    ]
+}
 
 pub struct Suite {
     pub launcher: Launcher,
@@ -85,7 +99,7 @@ impl Suite {
         ];
         let launcher = Launcher {
             bin_dir: default_bin_dir(&root()),
-            mutant_worker: None,
+            mutant_bin_dir: None,
             mutant_dir: default_mutant_dir(&root()),
             log_dir,
             base_env: base_env.map(|(k, v)| (k.to_owned(), v)).to_vec(),
@@ -120,6 +134,22 @@ impl Suite {
         Function::start(&self.launcher, "ingest", env, processes).await
     }
 
+    /// An ingest that wakes the worker through `lambda` after each accept, as on AWS
+    /// ([`wake_env`]); the organization header allowed.
+    pub async fn waking_ingest(
+        &self,
+        db: &TestDb,
+        processes: usize,
+        lambda: &InvokeApi,
+    ) -> Function {
+        let mut env = vec![
+            ("DATABASE_URL", self.url(db)),
+            ("ALLOW_ORG_HEADER", "true".to_owned()),
+        ];
+        env.extend(wake_env(lambda));
+        Function::start(&self.launcher, "ingest", env, processes).await
+    }
+
     pub fn worker_env(
         &self,
         db: &TestDb,
@@ -131,6 +161,13 @@ impl Suite {
             ("WORKER_BATCH_SIZE", batch.to_string()),
             ("WORKER_CONCURRENCY", concurrency.to_string()),
             ("PROVIDER_TIMEOUT_MS", "1000".into()),
+            // every slot the schema has: a killed worker holds its slot until its deadline,
+            // and a scenario that kills many (kill -9, a restart) is not about the fleet's
+            // bound, which scenario 12 holds with its own (a later entry wins)
+            (
+                "WORKER_MAX_INVOCATIONS",
+                notify_core::fleet::MAX_SLOTS.to_string(),
+            ),
         ]
     }
 

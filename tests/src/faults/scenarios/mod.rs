@@ -1,5 +1,6 @@
 //! The scenarios, one file each, in the order the suite runs them and numbers them
 //! (`--only 1,3`). Each exposes a [`Scenario`]: its title and a `run` that returns its row.
+//! [`fleet`] holds what the worker fleet's scenarios share.
 
 use std::time::{Duration, Instant};
 
@@ -10,9 +11,13 @@ use super::{Row, Suite};
 pub mod account;
 pub mod deadline;
 pub mod dispatch;
+pub mod fan_out;
+pub mod fleet;
 pub mod hostile;
 pub mod kill;
+pub mod linger;
 pub mod load;
+pub mod lost_wakes;
 pub mod outage;
 pub mod pg_restart;
 pub mod sweep;
@@ -38,6 +43,9 @@ pub const ALL: &[Scenario] = &[
     account::SCENARIO,
     deadline::SCENARIO,
     dispatch::SCENARIO,
+    linger::SCENARIO,
+    lost_wakes::SCENARIO,
+    fan_out::SCENARIO,
     tenants::SCENARIO,
 ];
 
@@ -46,9 +54,10 @@ pub const ALL: &[Scenario] = &[
 /// a mutant every check passes means the checks could pass the bug it plants.
 ///
 /// The bug is a misconfiguration the scenario makes (`patch` None), or a change to the code:
-/// `patch` names a diff under tests/mutants/ (without `.patch`), and the scenario's workers
-/// run the worker tests/scripts/faults.sh built from a copy of the checkout with that diff
-/// applied, `{mutant_dir}/{patch}/worker`.
+/// `patch` names a diff under tests/mutants/ (without `.patch`), and the scenario runs the
+/// binaries tests/scripts/faults.sh built from a copy of the checkout with that diff applied,
+/// `{mutant_dir}/{patch}/{binary}`: the worker, and those the patch names on its
+/// `Binaries:` line (ingest, say).
 pub struct Mutant {
     pub title: &'static str,
     pub patch: Option<&'static str>,
@@ -62,6 +71,9 @@ pub const MUTANTS: &[Mutant] = &[
     sweep::UNFENCED,
     kill::RECORD_AT_BATCH_END,
     dispatch::RECORD_BEFORE_SEND,
+    linger::LEAVE_AFTER_LAST_CLAIM,
+    lost_wakes::WAITS_FOR_LAMBDA,
+    fan_out::JOIN_PAST_THE_MAX,
 ];
 
 /// Runs one mutant within `limit`: its row, labelled, whose checks say whether it was caught
@@ -70,20 +82,20 @@ pub async fn run_mutant(mutant: &Mutant, suite: &mut Suite, limit: Duration) -> 
     let label = format!("mutant: {}", mutant.title);
     println!("\n== {label} (its checks must fail)");
     let started = Instant::now();
-    let worker = mutant
+    let bins = mutant
         .patch
-        .map(|patch| suite.launcher.mutant_dir.join(patch).join("worker"));
-    if let Some(path) = worker.as_ref().filter(|path| !path.exists()) {
+        .map(|patch| suite.launcher.mutant_dir.join(patch));
+    if let Some(dir) = bins.as_ref().filter(|dir| !dir.is_dir()) {
         println!(
             "    NOT RUN: {} is missing (tests/scripts/faults.sh builds it)",
-            path.display()
+            dir.display()
         );
         return (Row::default(), false);
     }
-    suite.launcher.mutant_worker = worker;
+    suite.launcher.mutant_bin_dir = bins;
     // a mutant that overran its limit failed no check: not caught
     let row = tokio::time::timeout(limit, (mutant.run)(suite)).await;
-    suite.launcher.mutant_worker = None;
+    suite.launcher.mutant_bin_dir = None;
     let mut row = row.unwrap_or_default();
     row.scenario = label;
     let caught = row.failures.iter().any(|f| f.starts_with(mutant.caught_by));
