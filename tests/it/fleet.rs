@@ -561,9 +561,14 @@ async fn a_worker_stopping_at_its_deadline_with_jobs_due_hands_over() {
     insert_due_jobs(&client, 40).await;
     let store = db.store().await;
     let invoker = Arc::new(Recorded::default());
-    let fleet_cfg = FleetConfig::default();
-    // 3.6 s left: room for a single batch of 500 ms calls after the 3 s margin
-    let deadline = Instant::now() + Duration::from_millis(3_600);
+    // a fleet of one: no fan-out takes the slots a successor would need
+    let fleet_cfg = FleetConfig {
+        max_invocations: 1,
+        ..FleetConfig::default()
+    };
+    // 2.4 s past the 3 s margin: room for a few batches of 300 ms calls, however slowly
+    // the join goes on a loaded machine, but not for all 40 jobs (ten batches, 3 s)
+    let deadline = Instant::now() + Duration::from_millis(5_400);
     let mut crew = Crew::join(
         &store,
         Some(invoker.clone()),
