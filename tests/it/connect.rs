@@ -85,3 +85,32 @@ fn a_missing_ca_file_is_named() {
     let line = one_line(&err);
     assert!(line.contains("/nonexistent/rds-bundle.pem"), "{line}");
 }
+
+#[tokio::test]
+async fn iam_authentication_without_tls_or_a_user_is_named() {
+    use notify_core::config::{Vars, pairs};
+    for (settings, expected) in [
+        (
+            // a local host with no sslmode is plain text: RDS takes a token over TLS only
+            [
+                ("DATABASE_IAM_AUTH", "true"),
+                ("DATABASE_URL", "postgres://app@127.0.0.1/db"),
+            ],
+            "DATABASE_IAM_AUTH=true needs TLS",
+        ),
+        (
+            [
+                ("DATABASE_IAM_AUTH", "true"),
+                ("DATABASE_HOST", "db.example.com"),
+            ],
+            "set DATABASE_USER",
+        ),
+    ] {
+        let lookup = pairs(&settings);
+        let err = DbConfig::from_lookup(&Vars::new(&lookup))
+            .await
+            .unwrap_err();
+        let line = one_line(&err);
+        assert!(line.contains(expected), "{line}");
+    }
+}

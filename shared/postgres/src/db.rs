@@ -1,4 +1,5 @@
-//! Connecting to PostgreSQL, from `DATABASE_URL` or from a Secrets Manager secret.
+//! Connecting to PostgreSQL, from `DATABASE_URL`, from a Secrets Manager secret, or with RDS
+//! IAM authentication.
 //!
 //! - **TLS.** `sslmode=disable` connects in plain text and `sslmode=require` through native-tls,
 //!   trusting every certificate in `DATABASE_CA_FILE` when it is set (the RDS bundle holds
@@ -13,6 +14,18 @@
 //!   function at its next connection. It may hold `{"url": "postgres://…"}` or the RDS shape
 //!   (`username`, `password`, and optionally `host`, `port`, `dbname`); what it lacks comes from
 //!   `DATABASE_URL`, or from `DATABASE_HOST`, `DATABASE_PORT` and `DATABASE_NAME`.
+//! - **RDS IAM authentication.** With `DATABASE_IAM_AUTH=true` the password is an
+//!   authentication token signed locally (SigV4, service `rds-db`, valid 15 minutes) from the
+//!   function's own AWS credentials, afresh for each new connection: no secret is read, and
+//!   nothing crosses the network before the database's own handshake. The user is
+//!   `DATABASE_USER`, else `DATABASE_URL`'s; host, port and database as for a secret
+//!   (`DATABASE_HOST`/`PORT`/`NAME` or `DATABASE_URL`). It needs TLS (RDS takes a token over
+//!   TLS only), the role `rds_iam` granted to the user, and `rds-db:connect` on it in the
+//!   function's policy. `DATABASE_SECRET_ARN` is then not read.
+//! - **Cold start.** The TLS connector (OpenSSL reads and parses the system's trusted roots and
+//!   the CA bundle: milliseconds of CPU) is built on a blocking thread while the secret is
+//!   read, so neither waits for the other; [`DbConfig::from_lookup_with`] takes the function's
+//!   one `SdkConfig`, shared by its other AWS clients.
 //!
 //! Nothing here keeps session state or names a prepared statement: every connection works
 //! through a transaction-pooling PgBouncer or RDS Proxy.
@@ -22,7 +35,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use native_tls::{Certificate, TlsConnector};
+use notify_core::config::{ConfigError, Vars};
 use postgres_native_tls::MakeTlsConnector;
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::error::SqlState;
@@ -34,6 +49,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const KEEPALIVE_RETRIES: u32 = 3;
+/// How long an IAM authentication token is valid: RDS checks it when a connection opens only,
+/// and 15 minutes is the most it accepts.
+pub const IAM_TOKEN_VALIDITY: Duration = Duration::from_secs(900);
 
 /// Why a database connection could not be made. Each message names the problem in one line.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +103,25 @@ pub enum ConnectError {
     },
     #[error("cannot connect to the database at {target}: no answer within {after:?}")]
     TimedOut { target: String, after: Duration },
+    #[error(transparent)]
+    Setting(#[from] ConfigError),
+    #[error(
+        "DATABASE_IAM_AUTH=true needs TLS (RDS takes an IAM token over TLS only): \
+         use sslmode=require, not sslmode=disable"
+    )]
+    IamWithoutTls,
+    #[error(
+        "DATABASE_IAM_AUTH=true needs the database user: set DATABASE_USER (or name the user in DATABASE_URL)"
+    )]
+    IamWithoutUser,
+    #[error("DATABASE_IAM_AUTH=true needs {0} (the AWS SDK's settings found none)")]
+    IamWithoutAws(&'static str),
+    #[error("cannot sign an IAM authentication token for the database user {user}")]
+    IamToken {
+        user: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl ConnectError {
@@ -100,15 +137,26 @@ impl ConnectError {
     }
 }
 
-/// Where and how to connect: the parsed settings, the TLS set-up they need, and the secret
-/// the credentials come from, if any.
+/// Where and how to connect: the parsed settings, the TLS set-up they need, and where the
+/// credentials come from.
 #[derive(Clone)]
 pub struct DbConfig {
     /// `DATABASE_URL` (or `DATABASE_HOST`/`PORT`/`NAME`), its TLS decision made; with a
     /// secret, the fallback for what the secret lacks.
     base: Base,
     tls: Option<MakeTlsConnector>,
-    secret: Option<Arc<Secret>>,
+    auth: Auth,
+}
+
+/// Where the credentials come from.
+#[derive(Clone)]
+enum Auth {
+    /// The connection string's own.
+    Given,
+    /// A Secrets Manager secret, read at cold start and again when the password is refused.
+    Secret(Arc<Secret>),
+    /// An RDS IAM authentication token, signed for each new connection.
+    Iam(Arc<IamAuth>),
 }
 
 #[derive(Clone)]
@@ -129,32 +177,81 @@ struct Secret {
     current: tokio::sync::Mutex<Config>,
 }
 
+/// What signs an IAM authentication token: the user it is for, the region, and the
+/// function's credentials (the SDK's provider, which refreshes them when they expire).
+struct IamAuth {
+    user: String,
+    region: String,
+    credentials: SharedCredentialsProvider,
+}
+
 impl std::fmt::Debug for DbConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // never print the password
-        f.debug_struct("DbConfig")
-            .field("target", &describe_target(&self.base.config))
-            .field("tls", &self.tls.is_some())
-            .field("secret", &self.secret.as_ref().map(|s| &s.arn))
-            .finish()
+        let mut out = f.debug_struct("DbConfig");
+        out.field("target", &describe_target(&self.base.config))
+            .field("tls", &self.tls.is_some());
+        match &self.auth {
+            Auth::Given => {}
+            Auth::Secret(secret) => {
+                out.field("secret", &secret.arn);
+            }
+            Auth::Iam(iam) => {
+                out.field("iam_user", &iam.user);
+            }
+        }
+        out.finish()
     }
 }
 
 impl DbConfig {
-    /// Reads `DATABASE_SECRET_ARN` (then the secret, now) or `DATABASE_URL`, and the optional
-    /// `DATABASE_CA_FILE`.
+    /// Reads `DATABASE_SECRET_ARN` (then the secret, now), `DATABASE_IAM_AUTH` or
+    /// `DATABASE_URL`, and the optional `DATABASE_CA_FILE`.
     pub async fn from_env() -> Result<Self, ConnectError> {
-        Self::from_lookup(&notify_core::config::Vars::process()).await
+        Self::from_lookup(&Vars::process()).await
     }
 
-    /// [`DbConfig::from_env`] over any lookup.
-    pub async fn from_lookup(vars: &notify_core::config::Vars<'_>) -> Result<Self, ConnectError> {
+    /// [`DbConfig::from_env`] over any lookup. The AWS SDK's settings are loaded here when the
+    /// credentials need them (a secret, IAM authentication).
+    pub async fn from_lookup(vars: &Vars<'_>) -> Result<Self, ConnectError> {
+        Self::from_lookup_with(vars, None).await
+    }
+
+    /// Whether these settings reach AWS (a secret to read, IAM tokens to sign), so a function
+    /// that has no other AWS client loads the SDK's settings only then.
+    pub fn needs_aws(vars: &Vars<'_>) -> Result<bool, ConnectError> {
+        Ok(
+            vars.flag("DATABASE_IAM_AUTH", false)?
+                || vars.optional("DATABASE_SECRET_ARN").is_some(),
+        )
+    }
+
+    /// [`DbConfig::from_lookup`] on the function's own AWS SDK settings (`sdk`: loaded once per
+    /// cold start and shared by all its AWS clients, so one HTTPS client and one set of
+    /// credentials serve them all); `None` loads them here if needed. The TLS connector is
+    /// built on a blocking thread meanwhile: beside the secret's read, or, with IAM
+    /// authentication, beside whatever else the caller's cold start does.
+    pub async fn from_lookup_with(
+        vars: &Vars<'_>,
+        sdk: Option<&aws_config::SdkConfig>,
+    ) -> Result<Self, ConnectError> {
         let var = |name: &'static str| vars.optional(name);
         let ca = var("DATABASE_CA_FILE").map(PathBuf::from);
-        let Some(arn) = var("DATABASE_SECRET_ARN") else {
+        let iam = vars.flag("DATABASE_IAM_AUTH", false)?;
+        let arn = var("DATABASE_SECRET_ARN");
+        if !iam && arn.is_none() {
             let url = var("DATABASE_URL").ok_or(ConnectError::MissingUrl)?;
-            return Self::new(&url, ca.as_deref());
-        };
+            let base = Base::parse(&url)?;
+            let tls = match base.config.get_ssl_mode() {
+                SslMode::Disable => None,
+                _ => Some(tls_connector_beside(ca).await?),
+            };
+            return Ok(Self {
+                base,
+                tls,
+                auth: Auth::Given,
+            });
+        }
         let (base, pinned) = match var("DATABASE_URL") {
             Some(url) => (url, false),
             None => {
@@ -178,17 +275,27 @@ impl DbConfig {
                 (parts.join(" "), true)
             }
         };
-        // a dated behaviour version, as the delivery adapters': the SDK's defaults change
-        // only when this line does
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
-            .load()
-            .await;
-        let client = aws_sdk_secretsmanager::Client::new(&sdk);
         let base = Base {
             pinned,
             ..Base::parse(&base)?
         };
-        Self::with_secret(client, &arn, base, ca.as_deref()).await
+        let loaded;
+        let sdk = match sdk {
+            Some(sdk) => sdk,
+            None => {
+                loaded = load_aws_config().await;
+                &loaded
+            }
+        };
+        if iam {
+            let user = var("DATABASE_USER")
+                .or_else(|| base.config.get_user().map(str::to_owned))
+                .ok_or(ConnectError::IamWithoutUser)?;
+            return Self::with_iam(sdk, user, base, ca).await;
+        }
+        let client = aws_sdk_secretsmanager::Client::new(sdk);
+        let arn = arn.unwrap_or_default();
+        Self::with_secret(client, &arn, base, ca).await
     }
 
     /// Settings from a connection string (URL or `key=value` form).
@@ -201,7 +308,7 @@ impl DbConfig {
         Ok(Self {
             base,
             tls,
-            secret: None,
+            auth: Auth::Given,
         })
     }
 
@@ -213,25 +320,59 @@ impl DbConfig {
         base: &str,
         ca_file: Option<&Path>,
     ) -> Result<Self, ConnectError> {
-        Self::with_secret(client, arn, Base::parse(base)?, ca_file).await
+        Self::with_secret(client, arn, Base::parse(base)?, ca_file.map(Path::to_owned)).await
     }
 
+    /// The secret read while the TLS connector is built.
     async fn with_secret(
         client: aws_sdk_secretsmanager::Client,
         arn: &str,
         base: Base,
-        ca_file: Option<&Path>,
+        ca_file: Option<PathBuf>,
     ) -> Result<Self, ConnectError> {
         let mut secret = Secret {
             arn: arn.to_owned(),
             client,
             current: tokio::sync::Mutex::new(base.config.clone()),
         };
-        *secret.current.get_mut() = secret.read(&base).await?;
+        let (tls, read) = tokio::join!(
+            tls_connector_beside(ca_file),
+            steps::timed("database secret", secret.read(&base))
+        );
+        *secret.current.get_mut() = read?;
         Ok(Self {
             base,
-            tls: Some(tls_connector(ca_file)?),
-            secret: Some(Arc::new(secret)),
+            tls: Some(tls?),
+            auth: Auth::Secret(Arc::new(secret)),
+        })
+    }
+
+    /// IAM authentication as `user`, with the region and credentials of `sdk`.
+    async fn with_iam(
+        sdk: &aws_config::SdkConfig,
+        user: String,
+        base: Base,
+        ca_file: Option<PathBuf>,
+    ) -> Result<Self, ConnectError> {
+        if base.config.get_ssl_mode() == SslMode::Disable {
+            return Err(ConnectError::IamWithoutTls);
+        }
+        let region = sdk
+            .region()
+            .ok_or(ConnectError::IamWithoutAws("a region (AWS_REGION)"))?
+            .to_string();
+        let credentials = sdk
+            .credentials_provider()
+            .ok_or(ConnectError::IamWithoutAws("credentials"))?;
+        let tls = tls_connector_beside(ca_file).await?;
+        Ok(Self {
+            base,
+            tls: Some(tls),
+            auth: Auth::Iam(Arc::new(IamAuth {
+                user,
+                region,
+                credentials,
+            })),
         })
     }
 
@@ -266,9 +407,18 @@ impl DbConfig {
 
     /// Opens a new connection and drives it on a background task. With a secret, a refused
     /// password reads the secret again and tries once more (the password was rotated).
+    /// With IAM authentication, each connection signs a token of its own.
     pub async fn connect(&self) -> Result<Client, ConnectError> {
-        let Some(secret) = &self.secret else {
-            return self.connect_to(&self.base.config).await;
+        let secret = match &self.auth {
+            Auth::Given => return self.connect_to(&self.base.config).await,
+            Auth::Iam(iam) => {
+                let (host, port) = self.host_port();
+                let token = steps::timed("database IAM token", iam.token(&host, port)).await?;
+                let mut config = self.base.config.clone();
+                config.user(&iam.user).password(token);
+                return self.connect_to(&config).await;
+            }
+            Auth::Secret(secret) => secret,
         };
         let config = secret.current.lock().await.clone();
         match self.connect_to(&config).await {
@@ -318,9 +468,9 @@ impl DbConfig {
     /// closes it. tokio-postgres closes at once after writing, and PgBouncer (1.18) drops a
     /// cancel request whose client has gone before it was forwarded; libpq waits, and so do we.
     pub async fn cancel(&self, token: CancelToken) {
-        let config = match &self.secret {
-            Some(secret) => secret.current.lock().await.clone(),
-            None => self.base.config.clone(),
+        let config = match &self.auth {
+            Auth::Secret(secret) => secret.current.lock().await.clone(),
+            Auth::Given | Auth::Iam(_) => self.base.config.clone(),
         };
         if let Err(err) = self.send_cancel(&config, token).await {
             tracing::warn!(error = %notify_core::error::report(err.as_ref()), "cannot cancel a statement");
@@ -485,6 +635,142 @@ impl Secret {
     }
 }
 
+impl IamAuth {
+    /// A token for `host:port`, signed now with the credentials as they are now.
+    async fn token(&self, host: &str, port: u16) -> Result<String, ConnectError> {
+        let failed = |source| ConnectError::IamToken {
+            user: self.user.clone(),
+            source,
+        };
+        let credentials = self
+            .credentials
+            .provide_credentials()
+            .await
+            .map_err(|err| failed(Box::new(err)))?;
+        iam_token(
+            &credentials,
+            &self.region,
+            host,
+            port,
+            &self.user,
+            std::time::SystemTime::now(),
+        )
+        .map_err(failed)
+    }
+}
+
+/// An RDS IAM authentication token, the password of an IAM-authenticated connection: a
+/// SigV4-presigned `GET https://host:port/?Action=connect&DBUser=user` for the service
+/// `rds-db` in `region`, valid [`IAM_TOKEN_VALIDITY`] from `now`, written without its scheme
+/// as the AWS SDKs' token generators write it:
+/// `host:port/?Action=connect&DBUser=…&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=…&X-Amz-Date=…&X-Amz-Expires=900&X-Amz-SignedHeaders=host[&X-Amz-Security-Token=…]&X-Amz-Signature=…`.
+/// Pure: no network, no clock but `now`.
+pub fn iam_token(
+    credentials: &aws_credential_types::Credentials,
+    region: &str,
+    host: &str,
+    port: u16,
+    user: &str,
+    now: std::time::SystemTime,
+) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    use aws_sigv4::http_request::{
+        SignableBody, SignableRequest, SignatureLocation, SigningSettings, sign,
+    };
+    let mut settings = SigningSettings::default();
+    settings.expires_in = Some(IAM_TOKEN_VALIDITY);
+    settings.signature_location = SignatureLocation::QueryParams;
+    let identity: aws_smithy_runtime_api::client::identity::Identity = credentials.clone().into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name("rds-db")
+        .time(now)
+        .settings(settings)
+        .build()?
+        .into();
+    let action = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("Action", "connect")
+        .append_pair("DBUser", user)
+        .finish();
+    let url = format!("https://{host}:{port}/?{action}");
+    let request = SignableRequest::new("GET", &url, std::iter::empty(), SignableBody::empty())?;
+    let (instructions, _signature) = sign(request, &params)?.into_parts();
+    let mut query = url::form_urlencoded::Serializer::for_suffix(action, 0);
+    for (name, value) in instructions.params() {
+        query.append_pair(name, value);
+    }
+    Ok(format!("{host}:{port}/?{}", query.finish()))
+}
+
+/// The AWS SDK's settings from the environment (region, credentials, `AWS_ENDPOINT_URL`),
+/// under the dated behaviour version every adapter pins: the SDK's defaults change only when
+/// this line does. [`crate::startup::aws_config`] is the cold start's one load of it.
+pub(crate) async fn load_aws_config() -> aws_config::SdkConfig {
+    steps::timed(
+        "aws_config",
+        aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12()).load(),
+    )
+    .await
+}
+
+/// The cold start's breakdown: each set-up step's time at `debug` (`step`, `ms`, and `at_ms`
+/// since the first step started), for [`crate::startup`] and this module's own steps (the
+/// secret, the TLS connector, an IAM token). Here, not in `startup`, which builds on `db`.
+pub(crate) mod steps {
+    use std::future::Future;
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    /// Awaits `work`, logging its time as the step `step`.
+    pub(crate) async fn timed<T>(step: &'static str, work: impl Future<Output = T>) -> T {
+        let started = now();
+        let out = work.await;
+        log(step, started);
+        out
+    }
+
+    /// Runs `work` now, logging its time as the step `step`.
+    pub(crate) fn timed_now<T>(step: &'static str, work: impl FnOnce() -> T) -> T {
+        let started = now();
+        let out = work();
+        log(step, started);
+        out
+    }
+
+    /// Runs `work` on a blocking thread (CPU-bound set-up), so the task that awaits it, and
+    /// the cold start's other parts, go on meanwhile; a panic in `work` is resumed here.
+    pub(crate) async fn beside<T: Send + 'static>(
+        step: &'static str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        match tokio::task::spawn_blocking(move || timed_now(step, work)).await {
+            Ok(out) => out,
+            Err(err) => std::panic::resume_unwind(err.into_panic()),
+        }
+    }
+
+    /// Now, the first step's start set if it was not.
+    fn now() -> Instant {
+        zero().max(Instant::now())
+    }
+
+    /// The instant the first step started: `at_ms` counts from it.
+    fn zero() -> Instant {
+        static ZERO: OnceLock<Instant> = OnceLock::new();
+        *ZERO.get_or_init(Instant::now)
+    }
+
+    fn log(step: &'static str, started: Instant) {
+        let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+        tracing::debug!(
+            step,
+            ms = ms(started.elapsed()),
+            at_ms = ms(started.duration_since(zero())),
+            "set-up step"
+        );
+    }
+}
+
 /// Whether a connection string names an `sslmode` (URL query or `key=value` form).
 fn names_sslmode(text: &str) -> bool {
     let text = text.trim();
@@ -611,6 +897,16 @@ where
     if let Err(err) = connection.await {
         tracing::warn!(error = %notify_core::error::report(&err), "database connection closed");
     }
+}
+
+/// [`tls_connector`] on a blocking thread, so that the task that asked goes on meanwhile (a
+/// secret's read, the other clients of a cold start). OpenSSL reads and parses the system's
+/// trusted roots (and the CA bundle) here: milliseconds of CPU.
+async fn tls_connector_beside(ca_file: Option<PathBuf>) -> Result<MakeTlsConnector, ConnectError> {
+    steps::beside("database TLS connector", move || {
+        tls_connector(ca_file.as_deref())
+    })
+    .await
 }
 
 fn tls_connector(ca_file: Option<&Path>) -> Result<MakeTlsConnector, ConnectError> {
@@ -797,6 +1093,206 @@ mod tests {
             assert!(err.contains(reason), "{err}");
             assert!(!err.contains("s3cret"), "{err}");
         }
+    }
+
+    fn credentials(session_token: Option<&str>) -> aws_credential_types::Credentials {
+        aws_credential_types::Credentials::new(
+            "akid",
+            "secret",
+            session_token.map(str::to_owned),
+            None,
+            "test",
+        )
+    }
+
+    #[test]
+    fn an_iam_token_is_the_one_the_aws_sdk_signs() {
+        // the vector of aws-sdk-rust's own token generator (sdk/rds/src/auth_token.rs)
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_724_709_600);
+        let token = iam_token(
+            &credentials(None),
+            "us-east-1",
+            "prod-instance.us-east-1.rds.amazonaws.com",
+            3306,
+            "peccy",
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            token,
+            "prod-instance.us-east-1.rds.amazonaws.com:3306/?Action=connect&DBUser=peccy\
+             &X-Amz-Algorithm=AWS4-HMAC-SHA256\
+             &X-Amz-Credential=akid%2F20240826%2Fus-east-1%2Frds-db%2Faws4_request\
+             &X-Amz-Date=20240826T220000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host\
+             &X-Amz-Signature=dd0cba843009474347af724090233265628ace491ea17ce3eb3da098b983ad89"
+        );
+    }
+
+    #[test]
+    fn an_iam_token_has_the_documented_presigned_url_shape() {
+        // AWS's form (RDS User Guide, IAM database authentication; `aws rds
+        // generate-db-auth-token`): host:port/?Action=connect&DBUser=…&X-Amz-Algorithm=…
+        // &X-Amz-Credential=…&X-Amz-Date=…&X-Amz-Expires=900&X-Amz-SignedHeaders=host
+        // &X-Amz-Signature=…, with the session token of temporary credentials (a Lambda
+        // function's) signed in
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_533_081_129);
+        let token = iam_token(
+            &credentials(Some("FwoG+session/token==")),
+            "eu-west-1",
+            "db.abc.eu-west-1.rds.amazonaws.com",
+            5432,
+            "notify_app",
+            now,
+        )
+        .unwrap();
+        let (target, query) = token.split_once("/?").unwrap();
+        assert_eq!(target, "db.abc.eu-west-1.rds.amazonaws.com:5432");
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let names: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Action",
+                "DBUser",
+                "X-Amz-Algorithm",
+                "X-Amz-Credential",
+                "X-Amz-Date",
+                "X-Amz-Expires",
+                "X-Amz-SignedHeaders",
+                // signed in (SigV4 sorts the query before signing), written last, as the
+                // SDK's signer writes it
+                "X-Amz-Signature",
+                "X-Amz-Security-Token"
+            ]
+        );
+        let value = |name: &str| pairs.iter().find(|(k, _)| k == name).unwrap().1.as_str();
+        assert_eq!(value("Action"), "connect");
+        assert_eq!(value("DBUser"), "notify_app");
+        assert_eq!(value("X-Amz-Algorithm"), "AWS4-HMAC-SHA256");
+        assert_eq!(
+            value("X-Amz-Credential"),
+            "akid/20180731/eu-west-1/rds-db/aws4_request"
+        );
+        assert_eq!(value("X-Amz-Date"), "20180731T235209Z");
+        assert_eq!(value("X-Amz-Expires"), "900");
+        assert_eq!(value("X-Amz-SignedHeaders"), "host");
+        assert_eq!(value("X-Amz-Security-Token"), "FwoG+session/token==");
+        let signature = value("X-Amz-Signature");
+        assert!(
+            signature.len() == 64 && signature.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{signature}"
+        );
+        // percent-encoded as a URL query: `/` in the credential scope, `+`, `/` and `=` in
+        // the session token
+        assert!(
+            query.contains("X-Amz-Credential=akid%2F20180731%2F"),
+            "{query}"
+        );
+        assert!(
+            query.contains("X-Amz-Security-Token=FwoG%2Bsession%2Ftoken%3D%3D"),
+            "{query}"
+        );
+        // signed afresh: another instant, another signature
+        let later = iam_token(
+            &credentials(Some("FwoG+session/token==")),
+            "eu-west-1",
+            "db.abc.eu-west-1.rds.amazonaws.com",
+            5432,
+            "notify_app",
+            now + Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_ne!(later, token);
+    }
+
+    fn sdk() -> aws_config::SdkConfig {
+        aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::v2026_01_12())
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(SharedCredentialsProvider::new(credentials(None)))
+            .build()
+    }
+
+    async fn iam_settings(pairs: &[(&str, &str)]) -> Result<DbConfig, ConnectError> {
+        let lookup = notify_core::config::pairs(pairs);
+        DbConfig::from_lookup_with(&Vars::new(&lookup), Some(&sdk())).await
+    }
+
+    #[tokio::test]
+    async fn iam_authentication_takes_the_user_and_never_reads_the_secret() {
+        let config = iam_settings(&[
+            ("DATABASE_IAM_AUTH", "true"),
+            ("DATABASE_USER", "notify_app"),
+            ("DATABASE_HOST", "db.internal"),
+            ("DATABASE_NAME", "notify"),
+            // set too (the template sets it for every function): not read
+            (
+                "DATABASE_SECRET_ARN",
+                "arn:aws:secretsmanager:us-east-1:1:secret:db",
+            ),
+        ])
+        .await
+        .unwrap();
+        let debug = format!("{config:?}");
+        assert!(debug.contains(r#"iam_user: "notify_app""#), "{debug}");
+        assert!(!debug.contains("secret"), "{debug}");
+        assert_eq!(config.host_port(), ("db.internal".to_owned(), 5432));
+        assert_eq!(config.base.config.get_ssl_mode(), SslMode::Require);
+
+        // the user from DATABASE_URL, when DATABASE_USER is unset
+        let config = iam_settings(&[
+            ("DATABASE_IAM_AUTH", "1"),
+            ("DATABASE_URL", "postgres://app@db.internal:6432/notify"),
+        ])
+        .await
+        .unwrap();
+        assert!(format!("{config:?}").contains(r#"iam_user: "app""#));
+    }
+
+    #[tokio::test]
+    async fn iam_authentication_without_tls_or_a_user_is_refused_by_name() {
+        let err = iam_settings(&[
+            ("DATABASE_IAM_AUTH", "true"),
+            (
+                "DATABASE_URL",
+                "postgres://app@db.internal/notify?sslmode=disable",
+            ),
+        ])
+        .await
+        .unwrap_err();
+        assert!(matches!(err, ConnectError::IamWithoutTls), "{err}");
+        assert!(err.to_string().contains("sslmode=require"), "{err}");
+
+        let err = iam_settings(&[
+            ("DATABASE_IAM_AUTH", "true"),
+            ("DATABASE_HOST", "db.internal"),
+        ])
+        .await
+        .unwrap_err();
+        assert!(matches!(err, ConnectError::IamWithoutUser), "{err}");
+        assert!(err.to_string().contains("DATABASE_USER"), "{err}");
+
+        let err = iam_settings(&[("DATABASE_IAM_AUTH", "maybe")])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("DATABASE_IAM_AUTH"), "{err}");
+    }
+
+    #[test]
+    fn only_a_secret_or_iam_authentication_needs_aws() {
+        let needs = |pairs: &[(&str, &str)]| {
+            let lookup = notify_core::config::pairs(pairs);
+            DbConfig::needs_aws(&Vars::new(&lookup)).unwrap()
+        };
+        assert!(!needs(&[("DATABASE_URL", "postgres://u@h/d")]));
+        assert!(!needs(&[("DATABASE_IAM_AUTH", "false")]));
+        assert!(needs(&[("DATABASE_IAM_AUTH", "true")]));
+        assert!(needs(&[(
+            "DATABASE_SECRET_ARN",
+            "arn:aws:secretsmanager:x"
+        )]));
     }
 
     #[test]
