@@ -35,11 +35,12 @@ pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The `user-agent` of every delivery.
 pub const USER_AGENT: &str = concat!("notification-service-webhooks/", env!("CARGO_PKG_VERSION"));
 
-/// Sends webhook deliveries with one HTTP client, built once (at cold start) and reused, so
-/// connections to an endpoint are kept between deliveries.
+/// Sends webhook deliveries with one HTTP client, built once (at cold start, or at the first
+/// delivery: [`HttpSender::lazy`]) and reused, so connections to an endpoint are kept between
+/// deliveries.
 #[derive(Debug, Clone)]
 pub struct HttpSender {
-    client: reqwest::Client,
+    client: ClientSlot,
     timeout: Duration,
     connect_timeout: Duration,
     allow_private: bool,
@@ -51,22 +52,36 @@ impl HttpSender {
     /// `localhost` and `http://` only when `allow_private` (local runs and tests: never in a
     /// deployment).
     pub fn new(timeout: Duration, allow_private: bool) -> Result<Self, reqwest::Error> {
-        let connect_timeout = timeout.min(MAX_CONNECT_TIMEOUT);
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .https_only(!allow_private)
-            .timeout(timeout)
-            .connect_timeout(connect_timeout)
-            .user_agent(USER_AGENT)
-            .dns_resolver(Arc::new(PolicyResolver { allow_private }))
-            .build()?;
-        Ok(Self {
+        let client = build_client(timeout, allow_private)?;
+        Ok(Self::with(
+            ClientSlot::ready(client),
+            timeout,
+            allow_private,
+        ))
+    }
+
+    /// [`HttpSender::new`], its client built when the first delivery needs it (on a blocking
+    /// thread), not now: a cold start does not wait for it, nor share the CPU with it, and a
+    /// worker whose organizations have no webhook never builds it. Building it is most of its
+    /// cost: native-tls has OpenSSL read and parse the system's root certificates, tens of
+    /// milliseconds with OpenSSL 3 (docs/performance.md, "Cold start"). A build that fails
+    /// makes each delivery fail with the reason, until one succeeds.
+    pub fn lazy(timeout: Duration, allow_private: bool) -> Self {
+        Self::with(ClientSlot::lazy(), timeout, allow_private)
+    }
+
+    fn with(client: ClientSlot, timeout: Duration, allow_private: bool) -> Self {
+        Self {
             client,
             timeout,
-            connect_timeout,
+            connect_timeout: timeout.min(MAX_CONNECT_TIMEOUT),
             allow_private,
-        })
+        }
+    }
+
+    /// The client, once built.
+    async fn client(&self) -> Result<&reqwest::Client, String> {
+        self.client.get(self.timeout, self.allow_private).await
     }
 
     /// The POST itself, once the URL is checked: the status of any answer, or the error that
@@ -81,7 +96,8 @@ impl HttpSender {
         let signature = signature_header(request.secrets, &msg_id, timestamp, request.body)
             .map_err(|err| report(&err))?;
         let sent = self
-            .client
+            .client()
+            .await?
             .post(url)
             .header(CONTENT_TYPE, "application/json")
             .header("webhook-id", msg_id)
@@ -145,6 +161,63 @@ impl WebhookSender for HttpSender {
                 error: Some(error),
             },
         }
+    }
+}
+
+/// The one reqwest client of a sender: never redirected, never proxied, HTTPS only unless
+/// `allow_private`, within the timeouts, through [`PolicyResolver`].
+fn build_client(timeout: Duration, allow_private: bool) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .https_only(!allow_private)
+        .timeout(timeout)
+        .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
+        .user_agent(USER_AGENT)
+        .dns_resolver(Arc::new(PolicyResolver { allow_private }))
+        .build()
+}
+
+/// A sender's client: built, or to be built on first use ([`HttpSender::lazy`]).
+#[derive(Clone)]
+struct ClientSlot(Arc<tokio::sync::OnceCell<reqwest::Client>>);
+
+impl ClientSlot {
+    fn ready(client: reqwest::Client) -> Self {
+        Self(Arc::new(tokio::sync::OnceCell::new_with(Some(client))))
+    }
+
+    fn lazy() -> Self {
+        Self(Arc::new(tokio::sync::OnceCell::new()))
+    }
+
+    /// The client, built now if it was not (on a blocking thread; concurrent callers wait for
+    /// the one build).
+    async fn get(
+        &self,
+        timeout: Duration,
+        allow_private: bool,
+    ) -> Result<&reqwest::Client, String> {
+        self.0
+            .get_or_try_init(|| async {
+                let built =
+                    tokio::task::spawn_blocking(move || build_client(timeout, allow_private))
+                        .await
+                        .map_err(|err| format!("the webhook client's build stopped: {err}"))?;
+                built.map_err(|err| format!("cannot build the webhook client: {}", report(&err)))
+            })
+            .await
+    }
+}
+
+impl fmt::Debug for ClientSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = if self.0.initialized() {
+            "ready"
+        } else {
+            "not built yet"
+        };
+        f.debug_tuple("ClientSlot").field(&state).finish()
     }
 }
 
@@ -253,9 +326,16 @@ mod tests {
     }
 
     /// The check after DNS, on its own: the URL check refuses `localhost` by name, so this
-    /// goes around it, straight to the client, as a host that resolves to loopback would.
+    /// goes around it, straight to the client, as a host that resolves to loopback would; with
+    /// the client built at once and built on first use alike.
     #[tokio::test]
     async fn the_client_never_dials_a_host_that_resolves_to_loopback() {
+        for lazy in [false, true] {
+            never_dials_loopback(lazy).await;
+        }
+    }
+
+    async fn never_dials_loopback(lazy: bool) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -265,9 +345,20 @@ mod tests {
                 counter.fetch_add(1, Ordering::SeqCst);
             }
         });
-        let sender = HttpSender::new(Duration::from_secs(2), false).unwrap();
+        let sender = if lazy {
+            let sender = HttpSender::lazy(Duration::from_secs(2), false);
+            assert!(
+                format!("{sender:?}").contains("not built yet"),
+                "{sender:?}"
+            );
+            sender
+        } else {
+            HttpSender::new(Duration::from_secs(2), false).unwrap()
+        };
         let url: reqwest::Url = format!("https://localhost:{port}/").parse().unwrap();
-        let err = sender.client.post(url).send().await.unwrap_err();
+        let client = sender.client().await.unwrap();
+        assert!(format!("{sender:?}").contains("\"ready\""), "{sender:?}");
+        let err = client.post(url).send().await.unwrap_err();
         let message = sender.describe(err);
         assert!(
             message
