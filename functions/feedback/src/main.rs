@@ -31,7 +31,5 @@ async fn main() -> Result<(), Error> {
 }
 
 async fn cold_start() -> Result<PgStore, Box<dyn std::error::Error>> {
-    let store = startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT).await?;
-    startup::warm(&store).await;
-    Ok(store)
+    Ok(startup::warm_store(None, notify_postgres::DEFAULT_STATEMENT_TIMEOUT).await?)
 }

@@ -36,15 +36,26 @@ async fn main() -> Result<(), Error> {
 async fn cold_start() -> Result<Ingest, Box<dyn std::error::Error>> {
     let config = IngestConfig::from_env()?;
     let fleet = FleetConfig::from_lookup(&Vars::process())?;
-    // a database outage at cold start is not fatal: requests answer 503 until it is back
-    let store = Arc::new(startup::store(INGEST_STATEMENT_TIMEOUT).await?);
-    startup::warm(&store).await;
+    // the AWS SDK's settings once, for the Lambda client and the database's secret or token
+    let sdk = match fleet.function_name.is_some() || startup::database_needs_aws()? {
+        true => Some(startup::aws_config().await),
+        false => None,
+    };
+    // the database's side (a secret, the connection: a database outage at cold start is not
+    // fatal, requests answer 503 until it is back) beside the Lambda client
+    let (store, invoker) = tokio::join!(
+        startup::warm_store(sdk.as_ref(), INGEST_STATEMENT_TIMEOUT),
+        async {
+            let (sdk, function) = (sdk.as_ref()?, fleet.function_name.as_deref()?);
+            Some(startup::timed_now("Lambda client", || {
+                LambdaInvoker::new(sdk, function)
+            }))
+        }
+    );
+    let store = Arc::new(store?);
     let ingest = Ingest::new(store.clone(), config);
-    Ok(match &fleet.function_name {
-        Some(function) => ingest.with_waker(Waker::new(
-            store,
-            Arc::new(LambdaInvoker::from_env(function).await),
-        )),
+    Ok(match invoker {
+        Some(invoker) => ingest.with_waker(Waker::new(store, Arc::new(invoker))),
         None => ingest,
     })
 }

@@ -31,7 +31,6 @@ async fn main() -> Result<(), Error> {
 
 async fn cold_start() -> Result<(PgStore, SweeperConfig), Box<dyn std::error::Error>> {
     let config = SweeperConfig::from_env()?;
-    let store = startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT).await?;
-    startup::warm(&store).await;
+    let store = startup::warm_store(None, notify_postgres::DEFAULT_STATEMENT_TIMEOUT).await?;
     Ok((store, config))
 }

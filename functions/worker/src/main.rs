@@ -13,8 +13,8 @@ use notify_core::fleet::{FleetConfig, Invoker};
 use notify_core::pace::{PaceConfig, Paced};
 use notify_core::worker::shift::Shift;
 use notify_core::worker::{self, WorkerConfig};
-use notify_delivery::aws_sender;
-use notify_delivery::events::{EventBridgeBus, event_bus};
+use notify_delivery::events::{EventBridgeBus, event_bus_from};
+use notify_delivery::sender_from;
 use notify_lambda::LambdaInvoker;
 use notify_postgres::{PgStore, startup};
 use notify_webhooks::HttpSender;
@@ -79,23 +79,28 @@ async fn cold_start() -> Result<Deps, Box<dyn std::error::Error>> {
     let events = EventsConfig::from_lookup(&vars)?;
     let pace = PaceConfig::from_lookup(&vars)?;
     let fleet = FleetConfig::from_lookup(&vars)?;
-    let store = Arc::new(
-        startup::store(notify_postgres::DEFAULT_STATEMENT_TIMEOUT)
-            .await?
-            .with_rate_limit(config.rate_limit_per_org_per_min),
+    // the AWS SDK's settings once, shared by SNS, SES, EventBridge, Lambda and the database's
+    // secret; then the database's side (the secret, the connection) beside the clients
+    let sdk = startup::aws_config().await;
+    // built when the first webhook needs it, not at cold start
+    let hooks = HttpSender::lazy(events.webhook_timeout, events.allow_private);
+    let (store, ((router, quota), bus, invoker)) = tokio::join!(
+        startup::warm_store(Some(&sdk), notify_postgres::DEFAULT_STATEMENT_TIMEOUT),
+        async {
+            startup::timed_now("AWS clients", || {
+                let bus = events
+                    .bus_name
+                    .as_deref()
+                    .map(|name| event_bus_from(&sdk, name));
+                let invoker = fleet.function_name.as_deref().map(|function| {
+                    Arc::new(LambdaInvoker::new(&sdk, function)) as Arc<dyn Invoker>
+                });
+                (sender_from(&sdk, &config.delivery), bus, invoker)
+            })
+        }
     );
-    startup::warm(&store).await;
-    let (router, quota) = aws_sender(&config.delivery).await;
+    let store = Arc::new(store?.with_rate_limit(config.rate_limit_per_org_per_min));
     let deliverer = Paced::new(router, store.clone(), Some(Box::new(quota)), pace);
-    let bus = match &events.bus_name {
-        Some(name) => Some(event_bus(name).await),
-        None => None,
-    };
-    let invoker: Option<Arc<dyn Invoker>> = match &fleet.function_name {
-        Some(function) => Some(Arc::new(LambdaInvoker::from_env(function).await)),
-        None => None,
-    };
-    let hooks = HttpSender::new(events.webhook_timeout, events.allow_private)?;
     if events.allow_private {
         tracing::warn!(
             "WEBHOOK_ALLOW_PRIVATE_ADDRESSES is set: webhooks may go to http:// and private \

@@ -35,13 +35,11 @@ pub async fn aws_deliverer(config: &DeliveryConfig) -> Router {
     deliverer_from(&sdk, config)
 }
 
-/// [`aws_deliverer`] and the email account's quota ([`SesQuota`]) on one load of
-/// aws-config's defaults. Call once, at cold start.
-pub async fn aws_sender(config: &DeliveryConfig) -> (Router, SesQuota) {
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
-        .load()
-        .await;
-    (deliverer_from(&sdk, config), SesQuota::from_sdk(&sdk))
+/// The SNS and SES v2 adapters ([`deliverer_from`]) and the email account's quota
+/// ([`SesQuota`]) on `sdk`, the function's one load of aws-config's defaults (every client it
+/// builds shares its HTTPS client and credentials). Call once, at cold start.
+pub fn sender_from(sdk: &aws_config::SdkConfig, config: &DeliveryConfig) -> (Router, SesQuota) {
+    (deliverer_from(sdk, config), SesQuota::from_sdk(sdk))
 }
 
 /// The email account's sending quota through SES v2 `GetAccount` (`SendQuota`). A read, so
