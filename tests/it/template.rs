@@ -635,6 +635,65 @@ fn every_function_reads_the_database_secret_and_may() {
     );
 }
 
+/// RDS IAM authentication is opt-in: off by default, the same parameter reaches every
+/// function's `DATABASE_IAM_AUTH`, and only with it do the functions get `rds-db:connect`, on
+/// the one user of the one database.
+#[test]
+fn iam_authentication_is_opt_in_and_grants_connect_on_the_one_user_only() {
+    let t = template();
+    let parameter = get(&t, &["Parameters", "DatabaseIamAuth"]);
+    assert_eq!(get(parameter, &["Default"]).as_str(), Some("false"));
+    let globals = get(&t, &["Globals", "Function", "Environment", "Variables"]);
+    assert!(is(
+        get(globals, &["DATABASE_IAM_AUTH"]),
+        "!Ref",
+        "DatabaseIamAuth"
+    ));
+    assert!(is(get(globals, &["DATABASE_USER"]), "!Ref", "DatabaseUser"));
+    let statements = get(
+        &t,
+        &[
+            "Resources",
+            "DatabaseSecretReadPolicy",
+            "Properties",
+            "PolicyDocument",
+            "Statement",
+        ],
+    );
+    let connect: Vec<&Value> = as_list(statements)
+        .iter()
+        .filter_map(|s| {
+            let (tag, args) = tagged(s)?;
+            (tag == "!If" && args[0].as_str() == Some("DatabaseIamAuthEnabled")).then_some(&args[1])
+        })
+        .collect();
+    assert_eq!(
+        connect.len(),
+        1,
+        "one statement, only with DatabaseIamAuthEnabled"
+    );
+    assert_eq!(
+        connect[0].get("Action").and_then(Value::as_str),
+        Some("rds-db:connect")
+    );
+    let (tag, arn) = tagged(get(connect[0], &["Resource"])).unwrap();
+    assert_eq!(tag, "!Sub");
+    let arn = arn.as_str().unwrap_or_default();
+    assert!(
+        arn.ends_with(":dbuser:${DatabaseResourceId}/${DatabaseUser}"),
+        "{arn}"
+    );
+    let (tag, args) = tagged(get(&t, &["Conditions", "DatabaseIamAuthEnabled"])).unwrap();
+    assert_eq!(tag, "!Equals");
+    assert!(is(&args[0], "!Ref", "DatabaseIamAuth") && args[1].as_str() == Some("true"));
+    assert!(
+        get(&t, &["Rules", "IamAuthNeedsTheDatabaseUser", "Assertions"])
+            .as_sequence()
+            .is_some_and(|a| a.len() == 4),
+        "the rule names the user, the resource id and the host, and refuses the proxy"
+    );
+}
+
 #[test]
 fn the_rds_proxy_is_optional_and_its_pinning_alarm_watches_it() {
     let t = template();
