@@ -3,17 +3,26 @@
 //! `AWS_LAMBDA_RUNTIME_API` points at a listener here — and timed from spawn to its first
 //! `GET /2018-06-01/runtime/invocation/next` (ready for the first event); then it is killed.
 //!
-//! Three settings:
+//! Four settings:
 //! - **migrations on**: each run gets a fresh empty database, so the migrations really apply;
 //! - **migrations off**: the benchmark's migrated database (the first connection only checks
 //!   the schema), reached by `DATABASE_URL` in plain text;
 //! - **as deployed**: migrations off, the credentials read from Secrets Manager
 //!   (`DATABASE_SECRET_ARN`, the RDS secret's shape; host, port, database and
-//!   `sslmode=require` from `DATABASE_URL`) and the database reached over TLS, its certificate checked against `DATABASE_CA_FILE`
-//!   (the server's own, from `BENCH_DB_CA_FILE`: tests/scripts/bench.sh makes one and starts
-//!   the server with TLS on). The listener answers the one `GetSecretValue` in Secrets
-//!   Manager's wire shape after [`SECRET_DELAY`], standing in for a first call from Lambda to
-//!   the regional endpoint (its own TLS handshake included: the stand-in speaks plain HTTP).
+//!   `sslmode=require` from `DATABASE_URL`) and the database reached over TLS, its certificate
+//!   checked against `DATABASE_CA_FILE` (the server's own, from `BENCH_DB_CA_FILE`:
+//!   tests/scripts/bench.sh makes one and starts the server with TLS on). The listener answers
+//!   the one `GetSecretValue` in Secrets Manager's wire shape after [`SECRET_DELAY`], standing
+//!   in for a first call from Lambda to the regional endpoint (its own TLS handshake included:
+//!   the stand-in speaks plain HTTP). As the template sets them, ingest and the worker also get
+//!   `WORKER_FUNCTION_NAME` (a Lambda client for the wakes) and the worker `EVENT_BUS_NAME`
+//!   (an EventBridge client);
+//! - **IAM auth**: as deployed, but the password is an RDS IAM authentication token signed
+//!   locally (`DATABASE_IAM_AUTH=true`, `DATABASE_USER`), so no secret is read and nothing but
+//!   the database is called. A local server cannot check an IAM token: the benchmark's server
+//!   trusts its admin role from 127.0.0.1 (tests/scripts/services.sh), so the token is signed
+//!   and sent nowhere (the server asks for no password); what is timed is everything the
+//!   function does, but RDS's own check of the token.
 //!
 //! `AWS_ENDPOINT_URL` points at the same listener, so any other AWS call during init arrives
 //! as a request other than the poll and fails the run, as a process that exits before polling
@@ -52,24 +61,42 @@ pub const SECRET_DELAY: Duration = Duration::from_millis(50);
 const SECRET_ARN: &str = "arn:aws:secretsmanager:us-east-1:000000000000:secret:bench-db-AbCdEf";
 
 /// How a run's function reaches its database.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Setting {
     #[default]
     MigrationsOn,
     MigrationsOff,
     AsDeployed,
+    IamAuth,
 }
 
 impl Setting {
+    const ALL: [Setting; 4] = [
+        Setting::MigrationsOn,
+        Setting::MigrationsOff,
+        Setting::AsDeployed,
+        Setting::IamAuth,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             Setting::MigrationsOn => "migrations on",
             Setting::MigrationsOff => "migrations off",
             Setting::AsDeployed => "as deployed",
+            Setting::IamAuth => "IAM auth",
         }
     }
+
+    /// Reached over TLS, as deployed (the secret's or an IAM token's credentials).
+    fn deployed(self) -> bool {
+        matches!(self, Setting::AsDeployed | Setting::IamAuth)
+    }
 }
+
+/// The cold start the issue asks for, as deployed (TLS, and the secret or an IAM token):
+/// medians within these, in ms.
+pub const DEPLOYED_GOALS_MS: [(&str, f64); 2] = [("ingest", 40.0), ("worker", 50.0)];
 
 /// The as-deployed setting's database: reached over TLS with these credentials, which the
 /// Secrets Manager stand-in hands out.
@@ -185,12 +212,59 @@ pub struct ColdStart {
     /// The Secrets Manager stand-in's delay, in ms.
     pub secret_delay_ms: f64,
     pub inits: Vec<Init>,
+    /// The as-deployed inits broken down: each set-up step the function logs
+    /// (`notify_postgres::startup`), medians over the runs.
+    pub steps: Vec<StepTime>,
+    /// The OpenSSL the functions were built with (the database's TLS goes through it).
+    pub openssl: String,
     /// Ingest's median init (migrations off, as deployed) minus the median handshake.
     pub ingest_minus_handshake_ms: f64,
     pub goal_ms: f64,
     pub goal_met: bool,
     /// How long this part of the benchmark took, database creation included.
     pub secs: f64,
+}
+
+/// One set-up step of a function's init in one setting: its median time, and its median start
+/// counted from the init's first step (steps that overlap ran side by side).
+#[derive(Debug, Clone, Serialize)]
+pub struct StepTime {
+    pub function: &'static str,
+    pub setting: Setting,
+    pub step: String,
+    pub median_ms: f64,
+    pub median_at_ms: f64,
+}
+
+/// The OpenSSL of this build, which the functions built beside the bench share.
+fn openssl_built_with() -> String {
+    #[cfg(feature = "vendored-openssl")]
+    return format!(
+        "{} (vendored, as the Lambda build)",
+        openssl::version::version()
+    );
+    #[cfg(not(feature = "vendored-openssl"))]
+    "the system's (libssl-dev), not the Lambda build's: run tests/scripts/bench.sh".to_owned()
+}
+
+/// Each step's times and starts in ms, by (function, setting, step).
+type StepSamples =
+    std::collections::BTreeMap<(&'static str, Setting, String), (Vec<f64>, Vec<f64>)>;
+
+/// The `set-up step` lines in a function's JSON log (`step`, `ms`, `at_ms`).
+fn set_up_steps(stdout: &str) -> Vec<(String, f64, f64)> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|v| v["message"] == "set-up step")
+        .filter_map(|v| {
+            Some((
+                v["step"].as_str()?.to_owned(),
+                v["ms"].as_f64()?,
+                v["at_ms"].as_f64()?,
+            ))
+        })
+        .collect()
 }
 
 /// What to start: a program, its arguments and environment (the runtime API address and the
@@ -212,9 +286,10 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
     let mut handshake = Samples::new();
     let mut tls_handshake = Samples::new();
     let mut cells: Vec<(Init, Samples)> = Vec::new();
+    let mut steps: StepSamples = std::collections::BTreeMap::new();
     let mut settings = vec![Setting::MigrationsOn, Setting::MigrationsOff];
     if deployed.is_ok() {
-        settings.push(Setting::AsDeployed);
+        settings.extend([Setting::AsDeployed, Setting::IamAuth]);
     }
     for setting in settings {
         for function in FUNCTIONS {
@@ -238,6 +313,7 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
             let app = format!("cold-{}-{pass}", init.function);
             let (launch, secret) = match (init.setting, &deployed) {
                 (Setting::AsDeployed, Ok(d)) => (Launch::deployed(&dir, init.function, d), Some(d)),
+                (Setting::IamAuth, Ok(d)) => (Launch::iam(&dir, init.function, d), None),
                 (Setting::MigrationsOn, _) => {
                     fresh_db(bench).await?;
                     let url = with_app(&fresh_url, &app);
@@ -249,15 +325,24 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
                 }
             };
             let (took, process) = first_poll_with(&launch, secret.map(Deployed::answer)).await?;
-            let connected = if secret.is_some() {
+            let connected = if init.setting.deployed() {
                 tls_connected(bench).await?
             } else {
                 connected(bench, &app).await?
             };
-            let out = process.stop().await;
-            // the deployed path (secret, TLS) is the one this setting measures: a function that
-            // fell back to connecting on its first event did not take it
-            if secret.is_some() && !connected {
+            let (out, stdout) = process.stop_with_stdout().await;
+            if init.setting.deployed() {
+                for (step, ms, at_ms) in set_up_steps(&stdout) {
+                    let times = steps
+                        .entry((init.function, init.setting, step))
+                        .or_default();
+                    times.0.push(ms);
+                    times.1.push(at_ms);
+                }
+            }
+            // the deployed path (secret or token, TLS) is the one this setting measures: a
+            // function that fell back to connecting on its first event did not take it
+            if init.setting.deployed() && !connected {
                 bail!(
                     "{}: no TLS connection to the database at init{out}",
                     launch.label
@@ -272,6 +357,16 @@ pub async fn measure(bench: &Bench, runs: usize) -> Result<ColdStart> {
     }
     drop_fresh_db(bench).await;
     let mut cold = summarize(&dir, &handshake, cells, started.elapsed());
+    cold.steps = steps
+        .into_iter()
+        .map(|((function, setting, step), (times, starts))| StepTime {
+            function,
+            setting,
+            step,
+            median_ms: Spread::of(&Samples::from_ms(times)).median_ms,
+            median_at_ms: Spread::of(&Samples::from_ms(starts)).median_ms,
+        })
+        .collect();
     cold.tls_handshake = tls_url.is_some().then(|| Spread::of(&tls_handshake));
     cold.as_deployed = match deployed {
         Ok(_) => "measured".into(),
@@ -338,6 +433,8 @@ fn summarize(
         as_deployed: String::new(),
         secret_delay_ms: 0.0,
         inits,
+        steps: Vec::new(),
+        openssl: openssl_built_with(),
         ingest_minus_handshake_ms: over,
         goal_ms: GOAL_MS,
         goal_met: over <= GOAL_MS,
@@ -366,11 +463,12 @@ impl ColdStart {
             );
         }
         crate::say!(
-            "   {:<8} {:>26} {:>26} {:>26}   connected at init (on, off, deployed)",
+            "   {:<8} {:>26} {:>22} {:>22} {:>22}   connected at init (on, off, deployed, IAM)",
             "function",
             "migrations on (fresh db)",
             "migrations off",
-            "as deployed"
+            "as deployed",
+            "IAM auth"
         );
         for function in FUNCTIONS {
             let cell = |setting: Setting| {
@@ -378,12 +476,7 @@ impl ColdStart {
                     .iter()
                     .find(|i| i.function == function && i.setting == setting)
             };
-            let cells = [
-                Setting::MigrationsOn,
-                Setting::MigrationsOff,
-                Setting::AsDeployed,
-            ]
-            .map(cell);
+            let cells = Setting::ALL.map(cell);
             let spread = |i: Option<&Init>| {
                 i.map_or("-".into(), |i| {
                     format!("{} / {}", ms(i.init.median_ms), ms(i.init.max_ms))
@@ -395,18 +488,72 @@ impl ColdStart {
                 })
             };
             crate::say!(
-                "   {function:<8} {:>26} {:>26} {:>26}   {}",
+                "   {function:<8} {:>26} {:>22} {:>22} {:>22}   {}",
                 spread(cells[0]),
                 spread(cells[1]),
                 spread(cells[2]),
+                spread(cells[3]),
                 cells.map(connected).join(", ")
             );
         }
         crate::say!(
-            "   as deployed: {} (Secrets Manager stand-in answering after {} ms, TLS to the database)",
+            "   as deployed: {} (Secrets Manager stand-in answering after {} ms, TLS to the database; with the template's WORKER_FUNCTION_NAME and EVENT_BUS_NAME); IAM auth: the same with a locally signed RDS IAM token instead of the secret (the local server trusts the user: the token is not checked); OpenSSL {}",
             self.as_deployed,
-            self.secret_delay_ms
+            self.secret_delay_ms,
+            self.openssl
         );
+        for setting in [Setting::AsDeployed, Setting::IamAuth] {
+            let verdicts: Vec<String> = DEPLOYED_GOALS_MS
+                .iter()
+                .filter_map(|&(function, goal)| {
+                    let i = self.inits.iter().find(|i| {
+                        i.function == function && i.setting == setting && i.init.runs > 0
+                    })?;
+                    let met = i.init.median_ms <= goal;
+                    Some(format!(
+                        "{function} {} (want ≤ {goal} ms: {})",
+                        ms(i.init.median_ms),
+                        if met { "met" } else { "NOT met" }
+                    ))
+                })
+                .collect();
+            if !verdicts.is_empty() {
+                crate::say!(
+                    "   {} cold start, medians: {}",
+                    setting.label(),
+                    verdicts.join(", ")
+                );
+            }
+        }
+        for setting in [Setting::AsDeployed, Setting::IamAuth] {
+            for function in FUNCTIONS {
+                let mut mine: Vec<&StepTime> = self
+                    .steps
+                    .iter()
+                    .filter(|s| s.function == function && s.setting == setting)
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                mine.sort_by(|a, b| a.median_at_ms.total_cmp(&b.median_at_ms));
+                let parts: Vec<String> = mine
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} {} (from {})",
+                            s.step,
+                            ms(s.median_ms),
+                            ms(s.median_at_ms)
+                        )
+                    })
+                    .collect();
+                crate::say!(
+                    "   {function} ({}) steps, medians: {}",
+                    setting.label(),
+                    parts.join("; ")
+                );
+            }
+        }
         for function in FUNCTIONS {
             let mine = || self.inits.iter().filter(|i| i.function == function);
             if mine().count() > 0 && mine().all(|i| i.connected_at_init == 0) {
@@ -468,6 +615,8 @@ impl Launch {
             ("AWS_SESSION_TOKEN", "bench-cold-start".into()),
             ("DATABASE_URL", db_url.into()),
             ("MIGRATE_ON_START", init.migrate_on_start.to_string()),
+            // each set-up step's time (a debug line of its own), for the breakdown
+            ("RUST_LOG", "info,notify_postgres::startup=debug".into()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
@@ -515,7 +664,44 @@ impl Launch {
             ]
             .map(|(k, v)| (k.to_owned(), v)),
         );
+        // what the template gives these functions besides: the wakes' Lambda client (ingest,
+        // the worker) and the status events' bus (the worker); neither is called at init
+        if function != "sweeper" {
+            launch
+                .env
+                .push(("WORKER_FUNCTION_NAME".into(), "notifications-worker".into()));
+        }
+        if function == "worker" {
+            launch
+                .env
+                .push(("EVENT_BUS_NAME".into(), "notifications-events".into()));
+        }
         launch.label = format!("{function} (as deployed)");
+        launch
+    }
+
+    /// As deployed, with RDS IAM authentication instead of the secret: the user by
+    /// `DATABASE_USER`, its token signed from the (dummy) credentials in the environment. The
+    /// URL names the user too, so that a build without IAM authentication (bench/compare.sh's
+    /// older side) still connects, over TLS without a secret.
+    fn iam(dir: &Path, function: &str, d: &Deployed) -> Self {
+        let mut launch = Self::deployed(dir, function, d);
+        launch
+            .env
+            .retain(|(k, _)| k != "DATABASE_SECRET_ARN" && k != "DATABASE_URL");
+        let url = format!(
+            "host=localhost port={} dbname={} user={} sslmode=require",
+            d.port, d.dbname, d.user
+        );
+        launch.env.extend(
+            [
+                ("DATABASE_IAM_AUTH", "true"),
+                ("DATABASE_USER", &d.user),
+                ("DATABASE_URL", &url),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        );
+        launch.label = format!("{function} (IAM auth)");
         launch
     }
 }
@@ -611,7 +797,12 @@ impl Process {
     }
 
     /// SIGKILL (if still running); its exit status and what it wrote, for an error message.
-    pub async fn stop(mut self) -> String {
+    pub async fn stop(self) -> String {
+        self.stop_with_stdout().await.0
+    }
+
+    /// [`Process::stop`], and all it wrote on stdout.
+    pub async fn stop_with_stdout(mut self) -> (String, String) {
         let _ = self.child.start_kill();
         let status = self.child.wait().await.ok();
         self.server.abort();
@@ -624,12 +815,13 @@ impl Process {
             err.ok().and_then(Result::ok).map(text).unwrap_or_default(),
         );
         let tail: String = out.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
-        format!(
+        let summary = format!(
             "; status {}; stderr: {:?}; stdout (last lines, newest first): {:?}",
             status.map_or("?".into(), |s: ExitStatus| s.to_string()),
             err,
             tail
-        )
+        );
+        (summary, out)
     }
 }
 
@@ -756,6 +948,63 @@ mod tests {
                  printf '{request} HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n' >&3; sleep 20"
             ),
         )
+    }
+
+    #[test]
+    fn the_deployed_settings_carry_the_templates_variables_and_iam_reads_no_secret() {
+        let d = Deployed {
+            ca_file: "/tmp/ca.pem".into(),
+            port: 5433,
+            dbname: "notif_bench".into(),
+            user: "postgres".into(),
+            password: None,
+            secret: String::new(),
+        };
+        let var = |launch: &Launch, name: &str| {
+            launch
+                .env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let dir = Path::new("/bin");
+        let worker = Launch::deployed(dir, "worker", &d);
+        assert_eq!(
+            var(&worker, "DATABASE_SECRET_ARN").as_deref(),
+            Some(SECRET_ARN)
+        );
+        assert!(var(&worker, "WORKER_FUNCTION_NAME").is_some());
+        assert!(var(&worker, "EVENT_BUS_NAME").is_some());
+        let sweeper = Launch::deployed(dir, "sweeper", &d);
+        assert_eq!(var(&sweeper, "WORKER_FUNCTION_NAME"), None);
+
+        let ingest = Launch::iam(dir, "ingest", &d);
+        assert_eq!(ingest.label, "ingest (IAM auth)");
+        assert_eq!(var(&ingest, "DATABASE_SECRET_ARN"), None);
+        assert_eq!(var(&ingest, "DATABASE_IAM_AUTH").as_deref(), Some("true"));
+        assert_eq!(var(&ingest, "DATABASE_USER").as_deref(), Some("postgres"));
+        assert!(
+            var(&ingest, "DATABASE_URL")
+                .unwrap()
+                .ends_with("sslmode=require")
+        );
+        assert_eq!(
+            var(&ingest, "DATABASE_CA_FILE").as_deref(),
+            Some("/tmp/ca.pem")
+        );
+        assert!(var(&ingest, "WORKER_FUNCTION_NAME").is_some());
+        assert!(Setting::IamAuth.deployed() && !Setting::MigrationsOff.deployed());
+    }
+
+    #[test]
+    fn set_up_steps_are_read_from_the_json_log_and_nothing_else() {
+        let out = "{\"level\":\"DEBUG\",\"message\":\"set-up step\",\"step\":\"aws_config\",\"ms\":1.5,\"at_ms\":0.25}\n\
+                   not json\n\
+                   {\"level\":\"INFO\",\"message\":\"ready\",\"step\":\"x\",\"ms\":1,\"at_ms\":1}\n";
+        assert_eq!(
+            set_up_steps(out),
+            vec![("aws_config".to_owned(), 1.5, 0.25)]
+        );
     }
 
     #[tokio::test]

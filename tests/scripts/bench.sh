@@ -61,8 +61,11 @@ fi
 echo "bench: building (profile $profile)" >&2
 # and the functions' binaries beside it, for the cold-start runs. --bin, not -p: features are
 # resolved over the whole workspace, as `make build` and `sam build` (`cargo lambda build
-# --bin …`) resolve them, and as `make test` does, so its dependencies are reused
-cargo build -q --bin bench --bin ingest --bin worker --bin sweeper --profile "$profile"
+# --bin …`) resolve them, and as `make test` does, so its dependencies are reused; with the
+# OpenSSL the Lambda build compiles in (vendored), not this machine's, so that a cold start
+# parses the trusted roots as deployed
+cargo build -q --bin bench --bin ingest --bin worker --bin sweeper --profile "$profile" \
+  --features bench/vendored-openssl
 case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
 bin="${CARGO_TARGET_DIR:-$ROOT/target}/$dir/bench"
 
