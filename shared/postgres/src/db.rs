@@ -762,7 +762,10 @@ pub(crate) mod steps {
 
     fn log(step: &'static str, started: Instant) {
         let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+        // the target the docs name (`RUST_LOG=notify_postgres::startup=debug`), not this
+        // module's path
         tracing::debug!(
+            target: "notify_postgres::startup",
             step,
             ms = ms(started.elapsed()),
             at_ms = ms(started.duration_since(zero())),
