@@ -497,7 +497,7 @@ impl ColdStart {
             );
         }
         crate::say!(
-            "   as deployed: {} (Secrets Manager stand-in answering after {} ms, TLS to the database; with the template's WORKER_FUNCTION_NAME and EVENT_BUS_NAME); IAM auth: the same with a locally signed RDS IAM token instead of the secret (the local server trusts the user: the token is not checked); OpenSSL {}",
+            "   as deployed: {} (Secrets Manager stand-in answering after {} ms, TLS to the database; with the template's WORKER_FUNCTION_NAME and EVENT_BUS_NAME); IAM auth: the same with a locally signed RDS IAM token instead of the secret (the local server trusts the user: the token is not checked); TLS through {}",
             self.as_deployed,
             self.secret_delay_ms,
             self.openssl
