@@ -129,6 +129,24 @@ fn is(value: &Value, tag: &str, text: &str) -> bool {
     tagged(value).is_some_and(|(t, v)| t == tag && v.as_str() == Some(text))
 }
 
+/// The functions but ingest and the worker, the two that wake the worker and post webhooks.
+fn others_than_ingest_and_the_worker(t: &Value) -> Vec<&str> {
+    functions(t)
+        .into_iter()
+        .filter(|f| *f != "IngestFunction" && *f != "WorkerFunction")
+        .collect()
+}
+
+/// No function but ingest and the worker sets `var`.
+fn set_by_ingest_and_the_worker_only(t: &Value, var: &str) {
+    for function in others_than_ingest_and_the_worker(t) {
+        assert!(
+            effective_env(t, function, var).is_none(),
+            "{function} sets {var}"
+        );
+    }
+}
+
 fn as_list(value: &Value) -> Vec<&Value> {
     match value {
         Value::Sequence(items) => items.iter().collect(),
@@ -329,15 +347,7 @@ fn deployed_webhooks_never_reach_private_addresses() {
             "{function}"
         );
     }
-    for function in functions(&t) {
-        if function == "IngestFunction" || function == "WorkerFunction" {
-            continue;
-        }
-        assert!(
-            effective_env(&t, function, "WEBHOOK_ALLOW_PRIVATE_ADDRESSES").is_none(),
-            "{function} sets WEBHOOK_ALLOW_PRIVATE_ADDRESSES"
-        );
-    }
+    set_by_ingest_and_the_worker_only(&t, "WEBHOOK_ALLOW_PRIVATE_ADDRESSES");
 }
 
 #[test]
@@ -1381,10 +1391,7 @@ fn ingest_and_the_worker_may_invoke_the_worker_and_nothing_else() {
             && sub_text(worker[0]) == Some(own_arn.as_str()),
         "WorkerFunction may lambda:InvokeFunction on !Sub {own_arn} alone, found {worker:?}"
     );
-    for function in functions(&t) {
-        if function == "IngestFunction" || function == "WorkerFunction" {
-            continue;
-        }
+    for function in others_than_ingest_and_the_worker(&t) {
         let granted = invocable(&t, function);
         assert!(
             granted.is_empty(),
@@ -1420,15 +1427,7 @@ fn the_worker_function_name_is_the_workers_own_in_ingest_and_the_worker() {
         ),
         "ingest's WORKER_FUNCTION_NAME must be !Ref WorkerFunction"
     );
-    for function in functions(&t) {
-        if function == "IngestFunction" || function == "WorkerFunction" {
-            continue;
-        }
-        assert!(
-            effective_env(&t, function, "WORKER_FUNCTION_NAME").is_none(),
-            "{function} sets WORKER_FUNCTION_NAME"
-        );
-    }
+    set_by_ingest_and_the_worker_only(&t, "WORKER_FUNCTION_NAME");
 }
 
 /// `WORKER_MAX_INVOCATIONS` bounds the fleet's slots, hence the worker's database
