@@ -661,3 +661,118 @@ async fn the_claim_reads_index_ranges_only_however_deep_the_low_lane() {
         "the high lane comes first in the answer"
     );
 }
+
+/// Whether `node`'s plan, or any plan below it, is a node of `kind`.
+fn has_node(node: &serde_json::Value, kind: &str) -> bool {
+    node["Node Type"] == kind
+        || node["Plans"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|child| has_node(child, kind))
+}
+
+/// The priority and due time of each job, in the order given.
+async fn lanes_of(client: &Client, ids: &[Uuid]) -> Vec<(String, chrono::DateTime<Utc>)> {
+    let rows = client
+        .query(
+            "SELECT q.priority::text, q.next_attempt_at
+             FROM unnest($1::uuid[]) WITH ORDINALITY AS i (id, n)
+             JOIN job_queue AS q ON q.id = i.id
+             ORDER BY i.n",
+            &[&ids],
+        )
+        .await
+        .unwrap();
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+/// The batch's order is the order the worker calls providers in, so both claims answer lane
+/// by lane, each lane oldest first, whatever join the planner picks. On a small queue it may
+/// hash the UPDATE's join, which keeps no order: here the database forbids nested loops where
+/// it has a choice (`enable_nestloop = off` for every connection, the store's included), the
+/// plan is checked to hash, and the `high` jobs are spread through the heap.
+#[tokio::test]
+async fn both_claims_answer_lane_by_lane_oldest_first_when_the_join_hashes() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    Job::new().insert_many(&client, 300).await;
+    // due times spread over 1,000 s, 30 `high` jobs among them by their random ids
+    client
+        .batch_execute(
+            "UPDATE job_queue
+                SET next_attempt_at = now() - interval '1 second' * (1 + abs(hashtext(id::text)) % 1000);
+             UPDATE job_queue SET priority = 'high'
+              WHERE id IN (SELECT id FROM job_queue ORDER BY id LIMIT 30);
+             ANALYZE job_queue",
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute(&format!(
+            "ALTER DATABASE \"{}\" SET enable_nestloop = off",
+            db.name
+        ))
+        .await
+        .unwrap();
+    // a new connection, with the setting
+    let client = db.client().await;
+    let none: Option<chrono::DateTime<Utc>> = None;
+    let claim = &sql::CLAIM;
+    let plan = client
+        .query_typed(
+            &format!("EXPLAIN (FORMAT JSON) {}", claim.sql),
+            &[
+                (&100_i64, claim.params[0].clone()),
+                (&none, claim.params[1].clone()),
+            ],
+        )
+        .await
+        .unwrap();
+    let plan: serde_json::Value = plan[0].get(0);
+    assert!(
+        has_node(&plan[0]["Plan"], "Hash Join"),
+        "the UPDATE's join does not hash here, so the test shows nothing: {plan:#}"
+    );
+
+    let in_order = |lanes: &[(String, chrono::DateTime<Utc>)]| {
+        let rank = |p: &str| ["high", "normal", "low"].iter().position(|l| *l == p);
+        lanes
+            .windows(2)
+            .all(|w| (rank(&w[0].0), w[0].1) <= (rank(&w[1].0), w[1].1))
+    };
+    let store = db.store().await;
+    let first = store
+        .claim(Claim {
+            batch_size: 100,
+            now: None,
+        })
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = first.iter().map(|j| j.id).collect();
+    let lanes = lanes_of(&client, &ids).await;
+    assert_eq!(lanes.len(), 100);
+    assert!(
+        lanes[..30].iter().all(|(p, _)| p == "high"),
+        "claim.sql: the 30 high jobs first: {lanes:?}"
+    );
+    assert!(in_order(&lanes), "claim.sql's answer: {lanes:?}");
+
+    // complete.sql: the first batch completed, the next claimed with it
+    let completions: Vec<_> = first
+        .iter()
+        .map(|job| completion(job, Decision::Sent))
+        .collect();
+    let (_, next) = store
+        .complete_and_claim(CompleteAndClaim {
+            completions: &completions,
+            next_batch: 100,
+            now: None,
+        })
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = next.iter().map(|j| j.id).collect();
+    let lanes = lanes_of(&client, &ids).await;
+    assert_eq!(lanes.len(), 100);
+    assert!(in_order(&lanes), "complete.sql's answer: {lanes:?}");
+}

@@ -122,7 +122,12 @@ async fn a_renamed_output_or_another_type_fails_the_check() {
     let db = TestDb::new().await;
     let client = db.client().await;
     let claim = STATEMENTS.iter().find(|s| s.name == "CLAIM").unwrap();
-    let renamed = claim.sql.replace("AS suppressed", "AS is_suppressed");
+    // the answer's column, as the final SELECT names it
+    let renamed = claim.sql.replace(
+        "created_at, suppressed\nFROM claimed",
+        "created_at, suppressed AS is_suppressed\nFROM claimed",
+    );
+    assert_ne!(renamed, claim.sql, "the rename found its place");
     let leaked: &'static str = Box::leak(renamed.into_boxed_str());
     let altered = [Statement {
         name: "CLAIM",

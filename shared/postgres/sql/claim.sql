@@ -18,10 +18,12 @@
 -- with no new index entry (a HOT update); the claimed rows stay in job_queue_lanes, where
 -- the scans below pass over them (the jobs in flight).
 -- claim_fair.sql picks its `due` rows otherwise and claims them with this same UPDATE (the
--- part `update`, copied there by the build); complete.sql holds the whole statement.
+-- part `update`, copied there by the build); complete.sql holds both parts, and orders its
+-- answer as this does.
 -- Why this shape: docs/decisions/0004-claim-with-skip-locked.md, and
 -- docs/decisions/0011-pace-and-priority-lanes.md for the lanes.
 WITH due AS (
+    -- @part due
     SELECT lane_due.id
     FROM (VALUES ('high'::job_priority), ('normal'::job_priority), ('low'::job_priority))
          AS lane (priority)
@@ -38,23 +40,35 @@ WITH due AS (
         FOR UPDATE SKIP LOCKED
     ) AS lane_due
     -- the batch: the lanes together give at most $1 (each lane's own LIMIT only bounds
-    -- that lane). `due` is then a few rows, which the UPDATE joins through job_queue_pkey,
-    -- a nested loop that keeps the lanes' order in what the claim returns.
+    -- that lane)
     LIMIT $1
+    -- @end due
+),
+claimed AS (
+    -- @part update
+    UPDATE job_queue AS q
+    SET attempts    = q.attempts + 1,
+        tries       = GREATEST(q.tries, q.attempts) + 1,
+        claimed_at  = coalesce($2::timestamptz, now()),
+        claim_token = gen_random_uuid()
+    FROM due
+    WHERE q.id = due.id
+    RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
+              q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
+              -- the recipient was suppressed after the job was accepted: the worker ends it
+              -- `dead` without calling the provider
+              EXISTS (SELECT FROM suppressions AS s
+                      WHERE s.organization_id = q.organization_id
+                        AND s.recipient = q.payload ->> 'to') AS suppressed,
+              -- the batch's order, for the answer
+              q.priority, q.next_attempt_at
+    -- @end update
 )
--- @part update
-UPDATE job_queue AS q
-SET attempts    = q.attempts + 1,
-    tries       = GREATEST(q.tries, q.attempts) + 1,
-    claimed_at  = coalesce($2::timestamptz, now()),
-    claim_token = gen_random_uuid()
-FROM due
-WHERE q.id = due.id
-RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
-          q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
-          -- the recipient was suppressed after the job was accepted: the worker ends it
-          -- `dead` without calling the provider
-          EXISTS (SELECT FROM suppressions AS s
-                  WHERE s.organization_id = q.organization_id
-                    AND s.recipient = q.payload ->> 'to') AS suppressed
--- @end update
+-- the answer in the batch's order, which is the order the worker calls the providers in:
+-- lane by lane, each lane's oldest first. The UPDATE's join keeps no order of its own (with
+-- a nested loop it happens to keep the lanes'; with a hash join it does not), so the answer
+-- is sorted: a batch's few rows, in memory.
+SELECT id, organization_id, channel, payload, attempts, max_attempts, tries, claim_token,
+       claimed_at, trace_header, created_at, suppressed
+FROM claimed
+ORDER BY priority, next_attempt_at

@@ -133,7 +133,9 @@ claimed AS (
               -- `dead` without calling the provider
               EXISTS (SELECT FROM suppressions AS s
                       WHERE s.organization_id = q.organization_id
-                        AND s.recipient = q.payload ->> 'to') AS suppressed
+                        AND s.recipient = q.payload ->> 'to') AS suppressed,
+              -- the batch's order, for the answer
+              q.priority, q.next_attempt_at
     -- @end claim.sql#update
 )
 -- the answer in the batch's order, which is the order the worker calls the providers in:

@@ -5,9 +5,10 @@
 -- job_attempts row. A completion whose token no longer holds the claim changes nothing here
 -- (applied false): it was swept (fenced), or it is the repeat of a completion that committed
 -- already; record_late.sql tells the two apart and records a fenced one.
--- The next batch (up to $1 jobs; 0 claims none) is claimed by claim.sql itself, copied into
--- the `claimed` CTE below by the build; claim.sql's parameters ($1 batch size, $2 the current time, NULL
--- meaning now()) come first here too, so it goes in unchanged. Both parts work on disjoint
+-- The next batch (up to $1 jobs; 0 claims none) is claimed by claim.sql's own parts, copied
+-- into the `due` and `claimed` CTEs below by the build; claim.sql's parameters ($1 batch
+-- size, $2 the current time, NULL meaning now()) come first here too, so they go in
+-- unchanged. Both parts work on disjoint
 -- rows: the claim takes unclaimed queue rows, the completion changes claimed ones (and the
 -- claim does not see what the completion changed: one snapshot).
 -- $1 how many jobs to claim next, $2 the current time (NULL: now()),
@@ -89,30 +90,31 @@ recorded AS (
     FROM input AS i
     JOIN requeued AS a ON a.id = i.job_id
 ),
-claimed AS (
-    -- claim.sql, unchanged: its $1 and $2 are this statement's
-    -- @include claim.sql
-    WITH due AS (
-        SELECT lane_due.id
-        FROM (VALUES ('high'::job_priority), ('normal'::job_priority), ('low'::job_priority))
-             AS lane (priority)
-        CROSS JOIN LATERAL (
-            SELECT id
-            FROM job_queue
-            WHERE priority = lane.priority
-              AND claim_token IS NULL
-              AND next_attempt_at <= coalesce($2::timestamptz, now())
-              -- an expired job is never sent (the sweeper marks it expired)
-              AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
-            ORDER BY next_attempt_at
-            LIMIT $1
-            FOR UPDATE SKIP LOCKED
-        ) AS lane_due
-        -- the batch: the lanes together give at most $1 (each lane's own LIMIT only bounds
-        -- that lane). `due` is then a few rows, which the UPDATE joins through job_queue_pkey,
-        -- a nested loop that keeps the lanes' order in what the claim returns.
+-- the next batch: claim.sql's parts, unchanged; its $1 and $2 are this statement's
+due AS (
+    -- @include claim.sql#due
+    SELECT lane_due.id
+    FROM (VALUES ('high'::job_priority), ('normal'::job_priority), ('low'::job_priority))
+         AS lane (priority)
+    CROSS JOIN LATERAL (
+        SELECT id
+        FROM job_queue
+        WHERE priority = lane.priority
+          AND claim_token IS NULL
+          AND next_attempt_at <= coalesce($2::timestamptz, now())
+          -- an expired job is never sent (the sweeper marks it expired)
+          AND (expires_at IS NULL OR expires_at > coalesce($2::timestamptz, now()))
+        ORDER BY next_attempt_at
         LIMIT $1
-    )
+        FOR UPDATE SKIP LOCKED
+    ) AS lane_due
+    -- the batch: the lanes together give at most $1 (each lane's own LIMIT only bounds
+    -- that lane)
+    LIMIT $1
+    -- @end claim.sql#due
+),
+claimed AS (
+    -- @include claim.sql#update
     UPDATE job_queue AS q
     SET attempts    = q.attempts + 1,
         tries       = GREATEST(q.tries, q.attempts) + 1,
@@ -126,8 +128,10 @@ claimed AS (
               -- `dead` without calling the provider
               EXISTS (SELECT FROM suppressions AS s
                       WHERE s.organization_id = q.organization_id
-                        AND s.recipient = q.payload ->> 'to') AS suppressed
-    -- @end claim.sql
+                        AND s.recipient = q.payload ->> 'to') AS suppressed,
+              -- the batch's order, for the answer
+              q.priority, q.next_attempt_at
+    -- @end claim.sql#update
 )
 -- one row per completion (applied is true or false), then one per claimed job (applied null)
 SELECT i.job_id AS id, a.id IS NOT NULL AS applied, NULL::uuid AS organization_id,
@@ -138,6 +142,9 @@ SELECT i.job_id AS id, a.id IS NOT NULL AS applied, NULL::uuid AS organization_i
 FROM input AS i
 LEFT JOIN applied AS a ON a.id = i.job_id
 UNION ALL
-SELECT id, NULL, organization_id, channel, payload, attempts, max_attempts, tries,
-       claim_token, claimed_at, trace_header, suppressed, created_at
-FROM claimed
+-- the claimed jobs in the batch's order, as claim.sql answers them (a statement with an
+-- UPDATE never runs in parallel: the two branches come one after the other)
+(SELECT id, NULL, organization_id, channel, payload, attempts, max_attempts, tries,
+        claim_token, claimed_at, trace_header, suppressed, created_at
+ FROM claimed
+ ORDER BY priority, next_attempt_at)
