@@ -12,6 +12,9 @@ WATCH_ADDRESS ?= 127.0.0.1
 # (WORKER_MAX_INVOCATIONS follows it), and room for `make invoke/worker` beside a woken worker
 WATCH_CONCURRENCY ?= 2
 RUST_LOG ?= info
+# the functions prepare their statements once per connection (decision 0014); false when
+# DATABASE_URL names a transaction pooler (PgBouncer before 1.21, RDS Proxy)
+DATABASE_PREPARED_STATEMENTS ?= true
 SCHEDULED_EVENT := tests/fixtures/events/scheduled.json
 # the token trigger's app-client map under watch: the client of the Cognito event fixture
 CLIENT_ORGANIZATIONS ?= 1example23456789abcdefghij=0190d6a2-7b3c-7def-8a12-3456789abcde
@@ -126,6 +129,7 @@ watch: $(DB_UP) ## Serve the functions (ingest, worker, sweeper, feedback, token
 	  && printf '%s\n' \
 	    "DATABASE_URL='$$DATABASE_URL'" \
 	    "MIGRATE_ON_START='true'" \
+	    "DATABASE_PREPARED_STATEMENTS='$(DATABASE_PREPARED_STATEMENTS)'" \
 	    "AWS_ENDPOINT_URL='$$AWS_ENDPOINT_URL'" \
 	    "AWS_ENDPOINT_URL_LAMBDA='http://$(WATCH_ADDRESS):$(WATCH_PORT)'" \
 	    "WORKER_FUNCTION_NAME='worker'" \

@@ -20,6 +20,7 @@ mod migrations_custom_resource;
 mod online_migration;
 mod operations;
 mod pace;
+mod prepared;
 mod rate_limits;
 mod readme;
 mod schema;

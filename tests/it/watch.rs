@@ -66,8 +66,9 @@ fn feedback_event(dir: &Path, name: &str, message_id: &str) -> String {
     path.to_str().expect("a UTF-8 path").to_owned()
 }
 
-/// The functions' settings under watch: this test's database (`url`), the stand-in (its
-/// sender verified), the local organization header, and the log level `level`.
+/// The functions' settings under watch: this test's database (`url`, straight to the server:
+/// statements prepared, as `make watch` sets them), the stand-in (its sender verified), the
+/// local organization header, and the log level `level`.
 pub(crate) async fn settings(
     url: String,
     level: (&'static str, &str),
@@ -76,6 +77,7 @@ pub(crate) async fn settings(
     let mut env: Vec<(&str, String)> = vec![
         ("DATABASE_URL", url),
         ("MIGRATE_ON_START", "true".into()),
+        ("DATABASE_PREPARED_STATEMENTS", "true".into()),
         ("ALLOW_ORG_HEADER", "true".into()),
         ("EMAIL_FROM", SENDER.into()),
         (level.0, level.1.into()),

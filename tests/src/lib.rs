@@ -7,7 +7,9 @@
 //!
 //! With `TEST_POOLER_URL` set (`make test` sets it for its second pass, naming a PgBouncer in
 //! transaction pooling mode), the code under test reaches each test database through the
-//! pooler; the test's own set-up and assertions ([`TestDb::client`]) stay direct.
+//! pooler, its statements unnamed; the test's own set-up and assertions ([`TestDb::client`])
+//! stay direct. Without it, the code under test prepares its statements, as the template
+//! ships it on a direct connection (`DATABASE_PREPARED_STATEMENTS`).
 
 pub mod apigw;
 pub mod contract;
@@ -56,11 +58,14 @@ pub fn pooler() -> Option<(String, u16)> {
     )
 }
 
-/// `direct` as the code under test should reach it.
+/// `direct` as the code under test should reach it: through the pooler with statements
+/// unnamed, else straight with statements prepared.
 fn routed(direct: &DbConfig) -> DbConfig {
     match pooler() {
-        Some((host, port)) => direct.with_host_port(&host, port),
-        None => direct.clone(),
+        Some((host, port)) => direct
+            .with_host_port(&host, port)
+            .with_prepared_statements(false),
+        None => direct.clone().with_prepared_statements(true),
     }
 }
 

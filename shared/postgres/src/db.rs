@@ -27,8 +27,12 @@
 //!   read, so neither waits for the other; [`DbConfig::from_lookup_with`] takes the function's
 //!   one `SdkConfig`, shared by its other AWS clients.
 //!
-//! Nothing here keeps session state or names a prepared statement: every connection works
-//! through a transaction-pooling PgBouncer or RDS Proxy.
+//! - **Prepared statements.** `DATABASE_PREPARED_STATEMENTS=true` has the store prepare each
+//!   statement once per connection ([`DbConfig::with_prepared_statements`]): for a direct
+//!   connection only.
+//!
+//! Nothing else here keeps session state: with prepared statements off (the default), every
+//! connection works through a transaction-pooling PgBouncer or RDS Proxy.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -146,6 +150,8 @@ pub struct DbConfig {
     base: Base,
     tls: Option<MakeTlsConnector>,
     auth: Auth,
+    /// Statements are prepared once per connection (`DATABASE_PREPARED_STATEMENTS`).
+    prepared: bool,
 }
 
 /// Where the credentials come from.
@@ -190,7 +196,8 @@ impl std::fmt::Debug for DbConfig {
         // never print the password
         let mut out = f.debug_struct("DbConfig");
         out.field("target", &describe_target(&self.base.config))
-            .field("tls", &self.tls.is_some());
+            .field("tls", &self.tls.is_some())
+            .field("prepared_statements", &self.prepared);
         match &self.auth {
             Auth::Given => {}
             Auth::Secret(secret) => {
@@ -206,7 +213,7 @@ impl std::fmt::Debug for DbConfig {
 
 impl DbConfig {
     /// Reads `DATABASE_SECRET_ARN` (then the secret, now), `DATABASE_IAM_AUTH` or
-    /// `DATABASE_URL`, and the optional `DATABASE_CA_FILE`.
+    /// `DATABASE_URL`, and the optional `DATABASE_CA_FILE` and `DATABASE_PREPARED_STATEMENTS`.
     pub async fn from_env() -> Result<Self, ConnectError> {
         Self::from_lookup(&Vars::process()).await
     }
@@ -239,6 +246,7 @@ impl DbConfig {
         let ca = var("DATABASE_CA_FILE").map(PathBuf::from);
         let iam = vars.flag("DATABASE_IAM_AUTH", false)?;
         let arn = var("DATABASE_SECRET_ARN");
+        let prepared = vars.flag("DATABASE_PREPARED_STATEMENTS", false)?;
         if !iam && arn.is_none() {
             let url = var("DATABASE_URL").ok_or(ConnectError::MissingUrl)?;
             let base = Base::parse(&url)?;
@@ -250,7 +258,9 @@ impl DbConfig {
                 base,
                 tls,
                 auth: Auth::Given,
-            });
+                prepared: false,
+            }
+            .with_prepared_statements(prepared));
         }
         let (base, pinned) = match var("DATABASE_URL") {
             Some(url) => (url, false),
@@ -291,11 +301,15 @@ impl DbConfig {
             let user = var("DATABASE_USER")
                 .or_else(|| base.config.get_user().map(str::to_owned))
                 .ok_or(ConnectError::IamWithoutUser)?;
-            return Self::with_iam(sdk, user, base, ca).await;
+            return Ok(Self::with_iam(sdk, user, base, ca)
+                .await?
+                .with_prepared_statements(prepared));
         }
         let client = aws_sdk_secretsmanager::Client::new(sdk);
         let arn = arn.unwrap_or_default();
-        Self::with_secret(client, &arn, base, ca).await
+        Ok(Self::with_secret(client, &arn, base, ca)
+            .await?
+            .with_prepared_statements(prepared))
     }
 
     /// Settings from a connection string (URL or `key=value` form).
@@ -309,6 +323,7 @@ impl DbConfig {
             base,
             tls,
             auth: Auth::Given,
+            prepared: false,
         })
     }
 
@@ -344,6 +359,7 @@ impl DbConfig {
             base,
             tls: Some(tls?),
             auth: Auth::Secret(Arc::new(secret)),
+            prepared: false,
         })
     }
 
@@ -373,7 +389,27 @@ impl DbConfig {
                 region,
                 credentials,
             })),
+            prepared: false,
         })
+    }
+
+    /// Whether the store prepares each statement once per connection and then only binds and
+    /// executes it, instead of running it unnamed (parsed and planned on every call). Only
+    /// for a connection that is the client's own for its whole life: a direct one, or a
+    /// pooler that keeps each client's prepared statements apart (PgBouncer 1.21's
+    /// `max_prepared_statements`). Through a transaction pooler without that, a statement
+    /// prepared on one server connection is missing on the next, or another client's
+    /// statement of the same name runs instead; RDS Proxy pins the session to one.
+    /// `DATABASE_PREPARED_STATEMENTS` (default false; the template sets true unless the
+    /// functions go through RDS Proxy).
+    pub fn with_prepared_statements(mut self, prepared: bool) -> Self {
+        self.prepared = prepared;
+        self
+    }
+
+    /// See [`DbConfig::with_prepared_statements`].
+    pub fn prepares(&self) -> bool {
+        self.prepared
     }
 
     /// The same server with another database name (the tests clone databases).

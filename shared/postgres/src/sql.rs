@@ -9,10 +9,12 @@
 //!   declarations (tests/it/statements.rs): a renamed column or a changed type fails a test,
 //!   not a request.
 //!
-//! Statements run unnamed (`query_typed`): parsed, bound and executed in one round trip,
-//! nothing left on the server. So they work unchanged through a transaction-pooling
+//! Statements run unnamed by default (`query_typed`): parsed, bound and executed in one round
+//! trip, nothing left on the server. So they work unchanged through a transaction-pooling
 //! PgBouncer or RDS Proxy, where a named prepared statement would meet another client's
-//! server connection (or pin the session).
+//! server connection (or pin the session). Straight to the database the store prepares each
+//! once per connection instead, with the declared parameter types
+//! (`DATABASE_PREPARED_STATEMENTS`, [`crate::db::DbConfig::with_prepared_statements`]).
 //!
 //! The files are the statements as PostgreSQL runs them: one that includes another (the
 //! claim inside the completion, the claim's UPDATE inside the fair claim) holds its copy,

@@ -1,14 +1,16 @@
 //! The PostgreSQL adapter of the store port ([`JobStore`] and the others). Every statement
 //! lives in `sql/`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::Mutex;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Row};
+use tokio_postgres::{Client, Row, Statement};
 use uuid::Uuid;
 
 use crate::db::DbConfig;
@@ -34,6 +36,12 @@ mod pace;
 /// re-opened on the next call after it closed, so a warm function outlives a database
 /// restart. Every call is bounded by the statement timeout: past it, the statement is
 /// cancelled, the connection dropped, and the call answers [`StoreError::Unavailable`].
+///
+/// Statements run unnamed by default (parsed and planned on every call, nothing left on the
+/// server), which works through any pooler. When the settings allow it, each
+/// is prepared once per connection and then only bound and executed: for a direct
+/// connection ([`DbConfig::with_prepared_statements`],
+/// docs/decisions/0014-prepared-statements-on-direct-connections.md).
 pub struct PgStore {
     config: DbConfig,
     /// With a per-organization limit (jobs per minute), claims are fair and rate-limited.
@@ -41,7 +49,119 @@ pub struct PgStore {
     statement_timeout: Duration,
     /// Apply pending migrations on the first connection (`MIGRATE_ON_START`, local use).
     migrate: bool,
-    conn: Mutex<Option<Arc<Client>>>,
+    conn: Mutex<Option<Arc<Conn>>>,
+}
+
+/// One open connection and, when statements are prepared, those prepared on it: they live
+/// and die with it (a reconnect prepares afresh).
+struct Conn {
+    client: Client,
+    /// By the address of the statement's SQL (every [`Query`] is a static); `None`: unnamed.
+    prepared: Option<std::sync::Mutex<HashMap<usize, Statement>>>,
+}
+
+impl Conn {
+    /// `query`'s statement on this connection, prepared now if it was not yet. Two callers
+    /// that miss at once both prepare it; one keeps its copy, and the other's is closed on
+    /// the server when dropped.
+    async fn statement<R>(
+        &self,
+        cache: &std::sync::Mutex<HashMap<usize, Statement>>,
+        query: &Query<R>,
+    ) -> Result<Statement, tokio_postgres::Error> {
+        let key = query.sql.as_ptr() as usize;
+        if let Some(statement) = lock(cache).get(&key) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare_typed(query.sql, query.params).await?;
+        lock(cache).insert(key, statement.clone());
+        Ok(statement)
+    }
+
+    /// Runs `query` prepared (its statement prepared once), or unnamed: its rows.
+    async fn query<R>(
+        &self,
+        query: &Query<R>,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        match &self.prepared {
+            None => {
+                self.client
+                    .query_typed(query.sql, &query.typed(params))
+                    .await
+            }
+            Some(cache) => {
+                self.prepared(cache, query, |statement| async move {
+                    self.client.query(&statement, params).await
+                })
+                .await
+            }
+        }
+    }
+
+    /// Runs `query` prepared, or unnamed: the number of rows it changed.
+    async fn execute<R>(
+        &self,
+        query: &Query<R>,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, tokio_postgres::Error> {
+        match &self.prepared {
+            None => {
+                self.client
+                    .execute_typed(query.sql, &query.typed(params))
+                    .await
+            }
+            Some(cache) => {
+                self.prepared(cache, query, |statement| async move {
+                    self.client.execute(&statement, params).await
+                })
+                .await
+            }
+        }
+    }
+
+    /// `run` on `query`'s prepared statement. A migration may change what a statement
+    /// prepared before it answers (a table it reads got another row type): the server
+    /// refuses to run it, and it is prepared again and run once more.
+    async fn prepared<R, T, F, Fut>(
+        &self,
+        cache: &std::sync::Mutex<HashMap<usize, Statement>>,
+        query: &Query<R>,
+        run: F,
+    ) -> Result<T, tokio_postgres::Error>
+    where
+        F: Fn(Statement) -> Fut,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let statement = self.statement(cache, query).await?;
+        match run(statement).await {
+            Err(err) if stale_plan(&err) => {
+                lock(cache).remove(&(query.sql.as_ptr() as usize));
+                run(self.statement(cache, query).await?).await
+            }
+            done => done,
+        }
+    }
+}
+
+/// The cache's lock: no call panics while holding it, and a poisoned one is still a map.
+fn lock(
+    cache: &std::sync::Mutex<HashMap<usize, Statement>>,
+) -> std::sync::MutexGuard<'_, HashMap<usize, Statement>> {
+    cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// PostgreSQL refused a prepared statement whose plan a schema change made stale ("cached
+/// plan must not change result type"), before running it.
+fn stale_plan(err: &tokio_postgres::Error) -> bool {
+    err.as_db_error().is_some_and(|db| {
+        *db.code() == SqlState::FEATURE_NOT_SUPPORTED
+            && db
+                .message()
+                .starts_with("cached plan must not change result type")
+    })
 }
 
 /// How long a store call may take before it is cancelled, unless configured otherwise.
@@ -144,10 +264,10 @@ impl PgStore {
         Ok(rows.iter().map(|row| (row.id, row.recorded)).collect())
     }
 
-    async fn conn(&self) -> Result<Arc<Client>, StoreError> {
+    async fn conn(&self) -> Result<Arc<Conn>, StoreError> {
         let mut current = self.conn.lock().await;
         if let Some(conn) = current.as_ref() {
-            if !conn.is_closed() {
+            if !conn.client.is_closed() {
                 return Ok(conn.clone());
             }
             tracing::info!("database connection closed; reconnecting");
@@ -164,9 +284,12 @@ impl PgStore {
         let client = tokio::time::timeout(bound, self.open())
             .await
             .map_err(|_| StoreError::Unavailable(Box::new(TimedOut(bound))))??;
-        let client = Arc::new(client);
-        *current = Some(client.clone());
-        Ok(client)
+        let conn = Arc::new(Conn {
+            client,
+            prepared: self.config.prepares().then(Default::default),
+        });
+        *current = Some(conn.clone());
+        Ok(conn)
     }
 
     /// A new connection, migrated when asked, whose schema is checked against the code.
@@ -208,9 +331,8 @@ impl PgStore {
         query: &Query<R>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let typed = query.typed(params);
         let conn = self.conn().await?;
-        self.timed(&conn, conn.query_typed(query.sql, &typed)).await
+        self.timed(&conn, conn.query(query, params)).await
     }
 
     /// Runs one statement within the statement timeout; the number of rows it changed.
@@ -219,17 +341,15 @@ impl PgStore {
         query: &Query<sql::NoRows>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
-        let typed = query.typed(params);
         let conn = self.conn().await?;
-        self.timed(&conn, conn.execute_typed(query.sql, &typed))
-            .await
+        self.timed(&conn, conn.execute(query, params)).await
     }
 
     /// `work` on `conn`, bounded by the statement timeout. Past it, the statement (which may
     /// still hold locks) is cancelled and the connection dropped: the next call starts afresh.
     async fn timed<T>(
         &self,
-        conn: &Arc<Client>,
+        conn: &Arc<Conn>,
         work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.statement_timeout, work).await {
@@ -237,7 +357,7 @@ impl PgStore {
             Err(_) => {
                 // cancel before letting go of the connection: through a pooler, a client
                 // that has left cannot cancel, and the statement would wait on
-                let cancel = self.config.cancel(conn.cancel_token());
+                let cancel = self.config.cancel(conn.client.cancel_token());
                 if tokio::time::timeout(CANCEL_WITHIN, cancel).await.is_err() {
                     tracing::warn!("cannot cancel a statement past its timeout in time");
                 }

@@ -95,6 +95,8 @@ impl Suite {
             ("AWS_EC2_METADATA_DISABLED", "true".into()),
             ("EMAIL_FROM", "noreply@example.com".into()),
             ("MIGRATE_ON_START", "true".into()),
+            // straight to the server: statements prepared, as the template ships them
+            ("DATABASE_PREPARED_STATEMENTS", "true".into()),
             ("RUST_LOG", var_or("FAULTS_RUST_LOG", "info")),
         ];
         let launcher = Launcher {
