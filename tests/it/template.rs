@@ -704,6 +704,49 @@ fn iam_authentication_is_opt_in_and_grants_connect_on_the_one_user_only() {
     );
 }
 
+/// Statements prepared once per connection on the direct path, never through RDS Proxy
+/// (it would pin every session), and off by hand for a pooler of the user's own.
+#[test]
+fn prepared_statements_follow_the_connection_unless_set() {
+    let t = template();
+    let parameter = get(&t, &["Parameters", "DatabasePreparedStatements"]);
+    assert_eq!(get(parameter, &["Default"]).as_str(), Some("auto"));
+    let globals = get(&t, &["Globals", "Function", "Environment", "Variables"]);
+    let (tag, args) = tagged(get(globals, &["DATABASE_PREPARED_STATEMENTS"])).unwrap();
+    assert_eq!(tag, "!If");
+    assert_eq!(args[0].as_str(), Some("PreparedStatementsByConnection"));
+    let (inner, by_connection) = tagged(&args[1]).unwrap();
+    assert_eq!(inner, "!If");
+    assert_eq!(
+        (
+            by_connection[0].as_str(),
+            by_connection[1].as_str(),
+            by_connection[2].as_str()
+        ),
+        (Some("RdsProxyEnabled"), Some("false"), Some("true")),
+        "auto: off through the proxy, on straight to the database"
+    );
+    assert!(is(&args[2], "!Ref", "DatabasePreparedStatements"));
+    let (tag, args) = tagged(get(&t, &["Conditions", "PreparedStatementsByConnection"])).unwrap();
+    assert_eq!(tag, "!Equals");
+    assert!(is(&args[0], "!Ref", "DatabasePreparedStatements") && args[1].as_str() == Some("auto"));
+    let rule = get(&t, &["Rules", "PreparedStatementsWouldPinTheProxy"]);
+    let (tag, args) = tagged(get(rule, &["RuleCondition"])).unwrap();
+    assert!(tag == "!Equals" && is(&args[0], "!Ref", "UseRdsProxy"));
+    assert_eq!(args[1].as_str(), Some("true"));
+    let assertions = as_list(get(rule, &["Assertions"]));
+    assert_eq!(assertions.len(), 1);
+    let (tag, args) = tagged(get(assertions[0], &["Assert"])).unwrap();
+    assert_eq!(tag, "!Not");
+    let (tag, args) = tagged(as_list(args)[0]).unwrap();
+    assert!(tag == "!Equals" && is(&args[0], "!Ref", "DatabasePreparedStatements"));
+    assert_eq!(
+        args[1].as_str(),
+        Some("true"),
+        "true through the proxy is refused"
+    );
+}
+
 #[test]
 fn the_rds_proxy_is_optional_and_its_pinning_alarm_watches_it() {
     let t = template();
