@@ -75,7 +75,8 @@ impl Bench {
 
     /// Connects to `db` (existing) and brings it to the current schema.
     async fn open(admin: DbConfig, db: &str, admin_url: &str, peer_url: String) -> Result<Self> {
-        let config = admin.with_dbname(db);
+        // the statements prepared, as the template ships the functions on a direct connection
+        let config = admin.with_dbname(db).with_prepared_statements(true);
         let mut client = config
             .connect()
             .await
@@ -91,6 +92,12 @@ impl Bench {
             admin,
             client,
         })
+    }
+
+    /// Whether what is measured prepares its statements (as the template ships it on a
+    /// direct connection: [`Bench::open`] turns it on) or runs them unnamed.
+    pub fn set_prepared_statements(&mut self, prepared: bool) {
+        self.config = self.config.clone().with_prepared_statements(prepared);
     }
 
     /// Another benchmark database beside this one on the same server, created fresh and

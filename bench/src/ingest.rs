@@ -107,7 +107,7 @@ pub async fn measure(bench: &Bench, plan: &Plan) -> Result<IngestRuns> {
 
 /// `per_task` requests on each of `concurrency` instances at once (each request built before
 /// its clock starts; the clock covers `Ingest::handle` only).
-async fn run(bench: &Bench, concurrency: usize, per_task: u64) -> Result<IngestRun> {
+pub async fn run(bench: &Bench, concurrency: usize, per_task: u64) -> Result<IngestRun> {
     let requests = Arc::new(Requests::new()?);
     let mut ingests = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {

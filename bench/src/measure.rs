@@ -77,10 +77,10 @@ pub async fn peer_only(plan: &Plan, url: &str) -> Result<Results> {
     Ok(r)
 }
 
-/// `--only life`, `soak`, `cold`, `retention`, `lanes` or `ours`: that part alone (the peer
+/// `--only life`, `soak`, `cold`, `retention`, `lanes`, `ours` or `prepared`: that part alone (the peer
 /// installed first for the first two, as part 5 does in a full run).
 pub async fn part_only(part: &str, plan: &Plan, url: &str) -> Result<Results> {
-    let (bench, mut r, started) = begin(plan, url).await?;
+    let (mut bench, mut r, started) = begin(plan, url).await?;
     let measured = async {
         if part == "cold" {
             r.cold_start = cold_start::measure(&bench, plan.cold_runs).await?;
@@ -98,6 +98,10 @@ pub async fn part_only(part: &str, plan: &Plan, url: &str) -> Result<Results> {
                 plan.peer_jobs
             );
             r.ours_default = Some(worked::cell(&bench, plan.peer_jobs, workers, batch).await?);
+            return anyhow::Ok(());
+        }
+        if part == "prepared" {
+            r.prepared = Some(crate::prepared::measure(&mut bench, plan).await?);
             return anyhow::Ok(());
         }
         if part == "retention" {

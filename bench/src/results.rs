@@ -166,6 +166,9 @@ pub struct Results {
     /// `--only ours`: one drain at the template's defaults (not in a full run)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ours_default: Option<crate::worked::Cell>,
+    /// `--only prepared`: statements prepared against unnamed, in turns (not in a full run)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prepared: Option<crate::prepared::Compared>,
     /// The load average after the run (1, 5 and 15 minutes).
     pub load_after: String,
     #[serde(serialize_with = "rounded::<1, _>")]

@@ -16,6 +16,9 @@
 #   tests/scripts/bench.sh --only wake    the wake, a burst and the fan-out with worker
 #                                         invocations started in-process (part 13), after
 #                                         the cold starts its derived cold figure uses
+#   tests/scripts/bench.sh --only prepared  statements prepared once per connection against
+#                                         unnamed, in turns: ingest, then the drain at the
+#                                         defaults (decision 0014)
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
