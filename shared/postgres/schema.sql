@@ -413,6 +413,24 @@ END
 $$;
 
 
+--
+-- Name: time_ordered_uuid(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.time_ordered_uuid() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    SELECT encode(
+               set_bit(set_bit(
+                   overlay(uuid_send(gen_random_uuid())
+                           PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp())
+                                                            * 1000)::bigint) FROM 3)
+                           FROM 1 FOR 6),
+                   52, 1), 53, 1),
+               'hex')::uuid
+$$;
+
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -737,7 +755,7 @@ CREATE SEQUENCE public.status_event_sequence
 --
 
 CREATE TABLE public.status_events (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    id uuid DEFAULT public.time_ordered_uuid() NOT NULL,
     sequence bigint DEFAULT nextval('public.status_event_sequence'::regclass) NOT NULL,
     organization_id uuid NOT NULL,
     job_id uuid NOT NULL,

@@ -585,3 +585,44 @@ async fn retention_drops_old_events_attempts_and_their_waiting_deliveries() {
     // nothing older left: a second run drops nothing
     assert_eq!(store.prune_events(30, 1000).await.unwrap(), (0, 0));
 }
+
+/// Event ids are UUIDv7 (migration 0009): their first 48 bits the time they were made, so
+/// the primary key takes each new event at its right edge (decision 0015), and two events
+/// made a millisecond or more apart sort in that order.
+#[tokio::test]
+async fn event_ids_are_in_the_order_of_their_making() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let client = db.client().await;
+    let org = Uuid::new_v4();
+    sent_jobs(&store, &client, org, 3).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    sent_jobs(&store, &client, org, 3).await;
+    let rows = client
+        .query(
+            "SELECT id, created_at, clock_timestamp() FROM status_events ORDER BY sequence",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 6, "one `sent` event per job");
+    let mut ids: Vec<Uuid> = Vec::new();
+    for row in &rows {
+        let id: Uuid = row.get(0);
+        let created: chrono::DateTime<chrono::Utc> = row.get(1);
+        let now: chrono::DateTime<chrono::Utc> = row.get(2);
+        assert_eq!(id.get_version_num(), 7, "{id} is a UUIDv7");
+        assert_eq!(id.get_variant(), uuid::Variant::RFC4122, "{id}");
+        let (secs, nanos) = id.get_timestamp().expect("a v7 id has a time").to_unix();
+        let made = chrono::DateTime::from_timestamp(secs as i64, nanos).unwrap();
+        assert!(
+            made >= created - chrono::Duration::milliseconds(1) && made <= now,
+            "{id} was made at {made}, its event at {created}"
+        );
+        ids.push(id);
+    }
+    assert!(
+        ids[..3].iter().all(|a| ids[3..].iter().all(|b| a < b)),
+        "the second completion's events sort after the first's: {ids:?}"
+    );
+}
