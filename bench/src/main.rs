@@ -26,6 +26,7 @@ mod db;
 mod fanout;
 mod floor;
 mod ingest;
+mod keys;
 mod lambda;
 mod lanes;
 mod latency;
@@ -104,6 +105,9 @@ struct Plan {
     /// `--only prepared`: rounds in turns of each side (ingest at concurrency 1 with
     /// `ingest_c1` requests, then a drain of `peer_jobs` at the defaults).
     prepared_rounds: usize,
+    /// `--only keys`: the events kept beside the drains (30 days), and the rounds in turns.
+    steady_events: i64,
+    keys_rounds: usize,
     /// The wake part (13): how long the steady 100 requests/s run, requests after idle (one
     /// at a time, each after the fleet left), the burst's requests (within one second), the
     /// fan-out's due jobs and its `WORKER_MAX_INVOCATIONS`.
@@ -152,6 +156,8 @@ impl Plan {
                 lanes_low_jobs: 100_000,
                 lanes_claims: 50,
                 prepared_rounds: 2,
+                steady_events: 200_000,
+                keys_rounds: 2,
                 wake_span: Duration::from_secs(3),
                 wake_idle_rounds: 3,
                 burst_requests: 1_000,
@@ -195,6 +201,8 @@ impl Plan {
                 lanes_low_jobs: 1_000_000,
                 lanes_claims: 200,
                 prepared_rounds: 6,
+                steady_events: 3_000_000,
+                keys_rounds: 4,
                 wake_span: Duration::from_secs(15),
                 wake_idle_rounds: 10,
                 burst_requests: 1_000,
@@ -229,22 +237,22 @@ fn main() -> Result<()> {
             "--only" => match args.next().map(String::as_str) {
                 Some(
                     part @ ("claim" | "peer" | "life" | "soak" | "cold" | "retention" | "lanes"
-                    | "ours" | "wake" | "prepared"),
+                    | "ours" | "wake" | "prepared" | "keys"),
                 ) => only = Some(part),
                 Some(other) => {
                     anyhow::bail!(
-                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold`, `retention`, `lanes`, `ours`, `wake` and `prepared`)"
+                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold`, `retention`, `lanes`, `ours`, `wake`, `prepared` and `keys`)"
                     )
                 }
                 None => anyhow::bail!(
-                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts), `retention` (a day dropped, idle and under load), `lanes` (the claim on a deep queue with priority lanes), `ours` (one drain at the template's defaults), `wake` (the wake, a burst and the fan-out, after the cold starts) or `prepared` (statements prepared against unnamed: ingest and the drain at the defaults, in turns)"
+                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts), `retention` (a day dropped, idle and under load), `lanes` (the claim on a deep queue with priority lanes), `ours` (one drain at the template's defaults), `wake` (the wake, a burst and the fan-out, after the cold starts) , `prepared` (statements prepared against unnamed: ingest and the drain at the defaults, in turns) or `keys` (the status events' key, random against time-ordered, beside 30 days of events)"
                 ),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention|lanes|ours|wake|prepared]   (needs DATABASE_URL; `make bench` sets it)"
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention|lanes|ours|wake|prepared|keys]   (needs DATABASE_URL; `make bench` sets it)"
                 );
                 return Ok(());
             }
@@ -298,6 +306,7 @@ async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
         "lanes" => vec![("lanes", serde_json::to_value(&results.lanes)?)],
         "ours" => vec![("ours_default", serde_json::to_value(&results.ours_default)?)],
         "prepared" => vec![("prepared", serde_json::to_value(&results.prepared)?)],
+        "keys" => vec![("keys", serde_json::to_value(&results.keys)?)],
         _ => vec![("cold_start", serde_json::to_value(&results.cold_start)?)],
     };
     let line = part_line(&results, &targets, parts);

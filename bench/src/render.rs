@@ -96,6 +96,11 @@ pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
         "retention" => retention(r),
         "lanes" => lanes(r),
         "ours" => ours(r),
+        "keys" => {
+            if let Some(k) = &r.keys {
+                k.render();
+            }
+        }
         "prepared" => {
             if let Some(p) = &r.prepared {
                 p.render();

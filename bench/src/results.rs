@@ -169,6 +169,9 @@ pub struct Results {
     /// `--only prepared`: statements prepared against unnamed, in turns (not in a full run)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prepared: Option<crate::prepared::Compared>,
+    /// `--only keys`: the events' key, random against time-ordered (not in a full run)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys: Option<crate::keys::Keys>,
     /// The load average after the run (1, 5 and 15 minutes).
     pub load_after: String,
     #[serde(serialize_with = "rounded::<1, _>")]

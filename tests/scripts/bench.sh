@@ -19,6 +19,8 @@
 #   tests/scripts/bench.sh --only prepared  statements prepared once per connection against
 #                                         unnamed, in turns: ingest, then the drain at the
 #                                         defaults (decision 0014)
+#   tests/scripts/bench.sh --only keys    the status events' key, random against
+#                                         time-ordered, beside 30 days of events (0015)
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
