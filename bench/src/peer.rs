@@ -139,6 +139,17 @@ impl Headline {
     }
 }
 
+/// Rounds of two sides taken in turns: the median of the rounds' ratios (`a` ÷ `b`, round by
+/// round) and its bootstrap 95% interval.
+pub fn ratio_of_rounds(a: &[f64], b: &[f64]) -> (f64, Option<[f64; 2]>) {
+    let ratios: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| a / b.max(f64::MIN_POSITIVE))
+        .collect();
+    (median(&ratios), bootstrap_ci95(&ratios, 10_000))
+}
+
 /// The median's bootstrap 95% interval: `values` resampled with replacement `resamples`
 /// times (a fixed seed, so a run's interval is reproducible from its rounds), the 2.5th and
 /// 97.5th percentiles of the resamples' medians.

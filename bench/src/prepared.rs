@@ -1,7 +1,8 @@
 //! `--only prepared`: the store's statements prepared once per connection (as the template
 //! ships them on a direct connection, `DATABASE_PREPARED_STATEMENTS`) against the same
 //! statements unnamed (parsed and planned on every call, as through a transaction pooler), in
-//! rounds taken in turns (prepared, unnamed, unnamed, prepared, …), each round measuring:
+//! rounds taken in turns, ABBA as part 5's (prepared, unnamed, unnamed, prepared, …), each
+//! round measuring:
 //! - ingest's requests one at a time on one instance (part 3's run at concurrency 1);
 //! - the worker's drain at the template's defaults (part 5's side of ours: one worker,
 //!   batch 100, timed by the database's clock).
@@ -14,7 +15,7 @@ use serde::Serialize;
 
 use crate::Plan;
 use crate::db::Bench;
-use crate::peer::{OURS_DEFAULT, bootstrap_ci95};
+use crate::peer::{OURS_DEFAULT, ratio_of_rounds};
 use crate::stats::{median, rounded, rounded_all};
 
 /// One side's figures over the rounds.
@@ -41,7 +42,6 @@ pub struct Ratio {
     pub unnamed: f64,
     #[serde(serialize_with = "rounded::<3, _>")]
     pub ratio: f64,
-    #[serde(serialize_with = "rounded_opt_pair")]
     pub ratio_ci95: Option<[f64; 2]>,
 }
 
@@ -57,20 +57,6 @@ pub struct Compared {
     pub drain_jobs_per_sec: Ratio,
 }
 
-fn rounded_opt_pair<S: serde::Serializer>(v: &Option<[f64; 2]>, s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeSeq;
-    match v {
-        None => s.serialize_none(),
-        Some([lo, hi]) => {
-            let mut seq = s.serialize_seq(Some(2))?;
-            for x in [lo, hi] {
-                seq.serialize_element(&crate::stats::round(*x, 3))?;
-            }
-            seq.end()
-        }
-    }
-}
-
 /// The rounds in turns; `bench`'s setting is left as the template ships it (prepared).
 pub async fn measure(bench: &mut Bench, plan: &Plan) -> Result<Compared> {
     let rounds = plan.prepared_rounds;
@@ -82,8 +68,7 @@ pub async fn measure(bench: &mut Bench, plan: &Plan) -> Result<Compared> {
         ..Compared::default()
     };
     for round in 0..rounds {
-        // prepared first in rounds 0, 3, 4, 7, …: each side as often first as second
-        let first = round % 4 == 0 || round % 4 == 3;
+        let first = round % 2 == 0;
         for prepared in [first, !first] {
             bench.set_prepared_statements(prepared);
             let name = if prepared { "prepared" } else { "unnamed" };
@@ -117,16 +102,12 @@ pub async fn measure(bench: &mut Bench, plan: &Plan) -> Result<Compared> {
 }
 
 fn ratio(prepared: &[f64], unnamed: &[f64]) -> Ratio {
-    let ratios: Vec<f64> = prepared
-        .iter()
-        .zip(unnamed)
-        .map(|(p, u)| p / u.max(f64::MIN_POSITIVE))
-        .collect();
+    let (ratio, ratio_ci95) = ratio_of_rounds(prepared, unnamed);
     Ratio {
         prepared: median(prepared),
         unnamed: median(unnamed),
-        ratio: median(&ratios),
-        ratio_ci95: bootstrap_ci95(&ratios, 10_000),
+        ratio,
+        ratio_ci95,
     }
 }
 

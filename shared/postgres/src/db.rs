@@ -242,11 +242,22 @@ impl DbConfig {
         vars: &Vars<'_>,
         sdk: Option<&aws_config::SdkConfig>,
     ) -> Result<Self, ConnectError> {
+        let prepared = vars.flag("DATABASE_PREPARED_STATEMENTS", false)?;
+        Ok(Self::reach_from(vars, sdk)
+            .await?
+            .with_prepared_statements(prepared))
+    }
+
+    /// Where the database is and how to authenticate to it: [`DbConfig::from_lookup_with`]
+    /// but the statements' setting.
+    async fn reach_from(
+        vars: &Vars<'_>,
+        sdk: Option<&aws_config::SdkConfig>,
+    ) -> Result<Self, ConnectError> {
         let var = |name: &'static str| vars.optional(name);
         let ca = var("DATABASE_CA_FILE").map(PathBuf::from);
         let iam = vars.flag("DATABASE_IAM_AUTH", false)?;
         let arn = var("DATABASE_SECRET_ARN");
-        let prepared = vars.flag("DATABASE_PREPARED_STATEMENTS", false)?;
         if !iam && arn.is_none() {
             let url = var("DATABASE_URL").ok_or(ConnectError::MissingUrl)?;
             let base = Base::parse(&url)?;
@@ -259,8 +270,7 @@ impl DbConfig {
                 tls,
                 auth: Auth::Given,
                 prepared: false,
-            }
-            .with_prepared_statements(prepared));
+            });
         }
         let (base, pinned) = match var("DATABASE_URL") {
             Some(url) => (url, false),
@@ -301,15 +311,11 @@ impl DbConfig {
             let user = var("DATABASE_USER")
                 .or_else(|| base.config.get_user().map(str::to_owned))
                 .ok_or(ConnectError::IamWithoutUser)?;
-            return Ok(Self::with_iam(sdk, user, base, ca)
-                .await?
-                .with_prepared_statements(prepared));
+            return Self::with_iam(sdk, user, base, ca).await;
         }
         let client = aws_sdk_secretsmanager::Client::new(sdk);
         let arn = arn.unwrap_or_default();
-        Ok(Self::with_secret(client, &arn, base, ca)
-            .await?
-            .with_prepared_statements(prepared))
+        Self::with_secret(client, &arn, base, ca).await
     }
 
     /// Settings from a connection string (URL or `key=value` form).

@@ -38,9 +38,9 @@ mod pace;
 /// cancelled, the connection dropped, and the call answers [`StoreError::Unavailable`].
 ///
 /// Statements run unnamed by default (parsed and planned on every call, nothing left on the
-/// server), which works through any pooler. When the settings allow it, each
-/// is prepared once per connection and then only bound and executed: for a direct
-/// connection ([`DbConfig::with_prepared_statements`],
+/// server), which works through any pooler. When the settings allow it, each is prepared
+/// once per connection and then only bound and executed: for a direct connection
+/// ([`DbConfig::with_prepared_statements`],
 /// docs/decisions/0014-prepared-statements-on-direct-connections.md).
 pub struct PgStore {
     config: DbConfig,
@@ -56,7 +56,7 @@ pub struct PgStore {
 /// and die with it (a reconnect prepares afresh).
 struct Conn {
     client: Client,
-    /// By the address of the statement's SQL (every [`Query`] is a static); `None`: unnamed.
+    /// By [`key`]; `None`: statements run unnamed.
     prepared: Option<std::sync::Mutex<HashMap<usize, Statement>>>,
 }
 
@@ -69,12 +69,11 @@ impl Conn {
         cache: &std::sync::Mutex<HashMap<usize, Statement>>,
         query: &Query<R>,
     ) -> Result<Statement, tokio_postgres::Error> {
-        let key = query.sql.as_ptr() as usize;
-        if let Some(statement) = lock(cache).get(&key) {
+        if let Some(statement) = lock(cache).get(&key(query)) {
             return Ok(statement.clone());
         }
         let statement = self.client.prepare_typed(query.sql, query.params).await?;
-        lock(cache).insert(key, statement.clone());
+        lock(cache).insert(key(query), statement.clone());
         Ok(statement)
     }
 
@@ -136,12 +135,17 @@ impl Conn {
         let statement = self.statement(cache, query).await?;
         match run(statement).await {
             Err(err) if stale_plan(&err) => {
-                lock(cache).remove(&(query.sql.as_ptr() as usize));
+                lock(cache).remove(&key(query));
                 run(self.statement(cache, query).await?).await
             }
             done => done,
         }
     }
+}
+
+/// A statement's place in the cache: the address of its SQL (every [`Query`] is a static).
+fn key<R>(query: &Query<R>) -> usize {
+    query.sql.as_ptr() as usize
 }
 
 /// The cache's lock: no call panics while holding it, and a poisoned one is still a map.
