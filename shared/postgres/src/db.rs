@@ -1356,4 +1356,39 @@ mod tests {
         );
         assert_eq!(url_with_dbname("host=h dbname=x", "b"), None);
     }
+
+    /// `DATABASE_PREPARED_STATEMENTS` reaches the settings whichever way the credentials come
+    /// (a connection string, IAM), and is off unless set.
+    #[tokio::test]
+    async fn prepared_statements_are_off_unless_set() {
+        for (prepared, expected) in [(None, false), (Some("false"), false), (Some("true"), true)] {
+            let mut pairs = vec![(
+                "DATABASE_URL",
+                "postgres://app@127.0.0.1/notify?sslmode=disable",
+            )];
+            pairs.extend(prepared.map(|v| ("DATABASE_PREPARED_STATEMENTS", v)));
+            let lookup = notify_core::config::pairs(&pairs);
+            let direct = DbConfig::from_lookup(&Vars::new(&lookup)).await.unwrap();
+            assert_eq!(direct.prepares(), expected, "{pairs:?}");
+            let mut pairs = vec![
+                ("DATABASE_IAM_AUTH", "true"),
+                ("DATABASE_USER", "notify_app"),
+                ("DATABASE_HOST", "db.internal"),
+            ];
+            pairs.extend(prepared.map(|v| ("DATABASE_PREPARED_STATEMENTS", v)));
+            assert_eq!(
+                iam_settings(&pairs).await.unwrap().prepares(),
+                expected,
+                "{pairs:?}"
+            );
+        }
+        let lookup = notify_core::config::pairs(&[
+            ("DATABASE_URL", "postgres://app@127.0.0.1/notify"),
+            ("DATABASE_PREPARED_STATEMENTS", "maybe"),
+        ]);
+        assert!(
+            DbConfig::from_lookup(&Vars::new(&lookup)).await.is_err(),
+            "not a flag"
+        );
+    }
 }
