@@ -473,6 +473,21 @@ ALTER TABLE public.delivery_feedback ALTER COLUMN id ADD GENERATED ALWAYS AS IDE
 
 
 --
+-- Name: event_cursors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.event_cursors (
+    consumer text NOT NULL,
+    last_tx xid8 NOT NULL,
+    last_sequence bigint NOT NULL,
+    claim_token uuid,
+    claimed_at timestamp with time zone,
+    moved_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT event_cursors_consumer_check CHECK ((consumer = 'bus'::text))
+);
+
+
+--
 -- Name: history_days; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -762,12 +777,13 @@ CREATE TABLE public.status_events (
     type text NOT NULL,
     created_at timestamp with time zone NOT NULL,
     data jsonb NOT NULL,
-    published_at timestamp with time zone,
+    published_at timestamp with time zone DEFAULT now(),
     next_attempt_at timestamp with time zone NOT NULL,
     attempts integer DEFAULT 0 NOT NULL,
     claim_token uuid,
     claimed_at timestamp with time zone,
     last_error text,
+    tx xid8 DEFAULT pg_current_xact_id(),
     CONSTRAINT status_events_type_check CHECK ((type ~~ 'notification.%'::text))
 )
 WITH (fillfactor='80');
@@ -913,6 +929,14 @@ ALTER TABLE ONLY public.delivery_feedback
 
 ALTER TABLE ONLY public.delivery_feedback
     ADD CONSTRAINT delivery_feedback_provider_message_id_event_key_key UNIQUE (provider_message_id, event_key);
+
+
+--
+-- Name: event_cursors event_cursors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.event_cursors
+    ADD CONSTRAINT event_cursors_pkey PRIMARY KEY (consumer);
 
 
 --
@@ -1164,6 +1188,13 @@ CREATE INDEX job_requests_listing ON ONLY public.job_requests USING btree (organ
 --
 
 CREATE INDEX status_events_created ON public.status_events USING btree (created_at);
+
+
+--
+-- Name: status_events_stream; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX status_events_stream ON public.status_events USING btree (tx, sequence) WHERE (tx IS NOT NULL);
 
 
 --

@@ -10,6 +10,7 @@ mod connect;
 mod database;
 mod deploy;
 mod event_bus;
+mod event_stream;
 mod events_watch;
 mod feedback;
 mod fleet;

@@ -24,6 +24,7 @@ use integration_tests::TestDb;
 use integration_tests::factory::Job;
 use integration_tests::release_1_0;
 use notify_core::domain::JobStatus;
+use notify_core::events::{ClaimedEvent, EventStore, Published};
 use notify_core::store::{Claim, Complete, Decision, JobStore};
 use notify_postgres::PgStore;
 use notify_postgres::migrate;
@@ -362,6 +363,27 @@ async fn every_migration_after_1_0_applies_online_while_1_0_works() {
     let by_new = *sends.keys().find(|id| !accepted.contains(id)).unwrap();
     let got = release_1_0::get(&client, org, by_new).await.unwrap();
     assert_eq!(got, Some(("sent".to_owned(), 1)), "found by 1.0");
+
+    // this code's bus reads every event once: those 1.0 left unpublished (before 0010, by
+    // its retry path) and those both releases produced since (by the stream's cursor)
+    let recorded = integration_tests::count(&client, "SELECT count(*) FROM status_events").await;
+    let mut on_bus: HashMap<Uuid, u32> = HashMap::new();
+    loop {
+        let claimed = store
+            .claim_events(10_000, Duration::from_secs(30))
+            .await
+            .unwrap();
+        if claimed.is_empty() {
+            break;
+        }
+        let done: Vec<Published> = claimed.iter().map(ClaimedEvent::taken).collect();
+        store.complete_events(&done).await.unwrap();
+        for c in &claimed {
+            *on_bus.entry(c.event.id).or_default() += 1;
+        }
+    }
+    assert_eq!(on_bus.len() as i64, recorded, "every event reached the bus");
+    assert!(on_bus.values().all(|n| *n == 1), "none reached it twice");
 
     let valid = integration_tests::count(
         &client,

@@ -149,7 +149,11 @@ impl FeedbackStore for Untouchable {
 
 #[async_trait]
 impl EventStore for Untouchable {
-    async fn claim_events(&self, _: u32) -> Result<Vec<ClaimedEvent>, StoreError> {
+    async fn claim_events(
+        &self,
+        _: u32,
+        _: std::time::Duration,
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         touched("claim_events")
     }
     async fn complete_events(&self, _: &[Published]) -> Result<u64, StoreError> {

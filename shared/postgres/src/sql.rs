@@ -509,7 +509,7 @@ queries! {
     LIST_SUPPRESSIONS = "list_suppressions.sql" [UUID, TEXT, INT8] -> SuppressionRow;
     ADD_SUPPRESSION = "add_suppression.sql" [UUID, TEXT, TEXT] -> AddedSuppressionRow;
     REMOVE_SUPPRESSION = "remove_suppression.sql" [UUID, TEXT] -> RemovedRow;
-    CLAIM_EVENTS = "claim_events.sql" [INT8, TIMESTAMPTZ] -> EventRow;
+    CLAIM_EVENTS = "claim_events.sql" [INT8, TIMESTAMPTZ, FLOAT8] -> EventRow;
     COMPLETE_EVENTS = "complete_events.sql" [
         UUID_ARRAY, UUID_ARRAY, TIMESTAMPTZ_ARRAY, TEXT_ARRAY, TIMESTAMPTZ
     ] -> IdRow;

@@ -1,11 +1,15 @@
 //! The worker's second step: after its deliveries, it publishes the recorded events to the
 //! bus and posts them to the organizations' webhook endpoints.
 //!
-//! Both are claimed like jobs: a statement takes due rows with `FOR UPDATE SKIP LOCKED` and
-//! stamps a fresh claim token, commits, and every later write is conditioned on the token.
-//! No transaction is open during a call. A worker that dies between the call and the write
-//! leaves its claims to the sweeper, which makes them due again: an event is published, and
-//! posted to each endpoint, at least once.
+//! The bus reads the events in the order of their transactions, after a cursor that one
+//! worker at a time holds under a claim token and moves past each batch it published: an
+//! event costs the hot path its insert alone. The events the bus refused, and the webhook
+//! deliveries, are claimed like jobs: a statement takes due rows with `FOR UPDATE SKIP
+//! LOCKED` and stamps a fresh claim token. Each claim commits, and every later write is
+//! conditioned on its token; no transaction is open during a call. A worker that dies
+//! between the call and the write leaves the cursor to the next claim after
+//! [`CURSOR_LEASE`], and its other claims to the sweeper, which makes them due again: an
+//! event is published, and posted to each endpoint, at least once.
 //!
 //! A slow or failing endpoint delays nobody else: at most [`EventsConfig::per_endpoint`] of
 //! one endpoint's deliveries are claimed at once, each call has its own time limit, and the
@@ -39,6 +43,13 @@ pub const WEBHOOK_MAX_ATTEMPTS: i32 = WEBHOOK_RETRY_SCHEDULE.len() as i32 + 1;
 /// Events claimed for the bus at once.
 pub const BUS_BATCH: u32 = 100;
 
+/// How long a reader may hold the bus's cursor, by default, before the next claim takes it
+/// to be lost (a worker killed while publishing): the stream waits at most this long for it.
+/// A round of calls takes far less (each call quick, three at most per entry); a reader
+/// slower than this has its batch published again by the next (at least once), its
+/// completion fenced.
+pub const CURSOR_LEASE: Duration = Duration::from_secs(30);
+
 /// Time kept free before the deadline besides the calls: completing and answering Lambda.
 const MARGIN: Duration = Duration::from_secs(2);
 /// The longest a round of `PutEvents` calls may take (three calls at most per entry, each
@@ -62,6 +73,9 @@ pub struct EventsConfig {
     /// `WEBHOOK_ALLOW_PRIVATE_ADDRESSES` (default false): allow `http://` and private,
     /// loopback and link-local addresses. For local use only.
     pub allow_private: bool,
+    /// `EVENT_CURSOR_LEASE_SECS` (default 30, [`CURSOR_LEASE`]): how long the bus's stream
+    /// waits for a reader that took it and never moved it on.
+    pub cursor_lease: Duration,
 }
 
 impl Default for EventsConfig {
@@ -72,13 +86,14 @@ impl Default for EventsConfig {
             concurrency: 16,
             per_endpoint: 4,
             allow_private: false,
+            cursor_lease: CURSOR_LEASE,
         }
     }
 }
 
 impl EventsConfig {
-    /// Reads `EVENT_BUS_NAME`, `WEBHOOK_TIMEOUT_MS`, `WEBHOOK_CONCURRENCY`,
-    /// `WEBHOOK_PER_ENDPOINT` and `WEBHOOK_ALLOW_PRIVATE_ADDRESSES`.
+    /// Reads `EVENT_BUS_NAME`, `EVENT_CURSOR_LEASE_SECS`, `WEBHOOK_TIMEOUT_MS`,
+    /// `WEBHOOK_CONCURRENCY`, `WEBHOOK_PER_ENDPOINT` and `WEBHOOK_ALLOW_PRIVATE_ADDRESSES`.
     pub fn from_lookup(vars: &Vars) -> Result<Self, ConfigError> {
         Ok(Self {
             bus_name: vars.optional("EVENT_BUS_NAME"),
@@ -90,6 +105,11 @@ impl EventsConfig {
             concurrency: vars.parse_or("WEBHOOK_CONCURRENCY", 16usize, 1..=256)?,
             per_endpoint: vars.parse_or("WEBHOOK_PER_ENDPOINT", 4u32, 1..=100)?,
             allow_private: vars.flag("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", false)?,
+            cursor_lease: Duration::from_secs(vars.parse_or(
+                "EVENT_CURSOR_LEASE_SECS",
+                CURSOR_LEASE.as_secs(),
+                1..=900,
+            )?),
         })
     }
 }
@@ -223,7 +243,7 @@ pub async fn dispatch_round(
 ) -> Result<DispatchSummary, StoreError> {
     let mut summary = DispatchSummary::default();
     if let Some(bus) = bus {
-        publish(store, bus, deadline, &mut summary).await?;
+        publish(store, bus, cfg.cursor_lease, deadline, &mut summary).await?;
     }
     post(store, hooks, cfg, deadline, &mut summary).await?;
     summary.webhook_backlog_age_secs = store.webhook_backlog_age().await?.as_secs();
@@ -237,11 +257,12 @@ fn time_left(deadline: Instant) -> Duration {
 async fn publish(
     store: &dyn EventStore,
     bus: &dyn EventBus,
+    lease: Duration,
     deadline: Instant,
     summary: &mut DispatchSummary,
 ) -> Result<(), StoreError> {
     while time_left(deadline) > MARGIN + MIN_CALL {
-        let claimed = store.claim_events(BUS_BATCH).await?;
+        let claimed = store.claim_events(BUS_BATCH, lease).await?;
         if claimed.is_empty() {
             break;
         }
@@ -260,12 +281,7 @@ async fn publish(
                     })
                 });
                 match error {
-                    None => Published {
-                        event_id: c.event.id,
-                        claim_token: c.claim_token,
-                        retry_at: None,
-                        error: None,
-                    },
+                    None => c.taken(),
                     Some(err) => Published {
                         event_id: c.event.id,
                         claim_token: c.claim_token,

@@ -11,12 +11,26 @@ use uuid::Uuid;
 use super::StoreError;
 use crate::domain::status_event::StatusEvent;
 
-/// An event claimed for the bus, under a claim token that every later write checks.
+/// An event claimed for the bus, under a claim token that every later write checks: the
+/// stream's cursor's, for an event read after it (every such event of one claim shares it),
+/// or the event's own, for one the bus refused before.
 #[derive(Debug, Clone)]
 pub struct ClaimedEvent {
     pub event: StatusEvent,
     pub claim_token: Uuid,
     pub attempts: i32,
+}
+
+impl ClaimedEvent {
+    /// Its result when the bus took it.
+    pub fn taken(&self) -> Published {
+        Published {
+            event_id: self.event.id,
+            claim_token: self.claim_token,
+            retry_at: None,
+            error: None,
+        }
+    }
 }
 
 /// A webhook delivery claimed for sending.
@@ -109,9 +123,18 @@ pub struct WebhookAttemptView {
 /// The outbox and the webhook queue.
 #[async_trait]
 pub trait EventStore: Send + Sync {
-    /// Claims up to `limit` events not yet on the bus, due now (SKIP LOCKED).
-    async fn claim_events(&self, limit: u32) -> Result<Vec<ClaimedEvent>, StoreError>;
-    /// Records what the bus did with claimed events (fenced by their claim tokens).
+    /// Claims up to `limit` events for the bus: the next ones of the stream, read after its
+    /// cursor in commit-safe order by one reader at a time (a reader that held it past
+    /// `lease` is taken to be lost), and the ones it refused before that are due again
+    /// (SKIP LOCKED).
+    async fn claim_events(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedEvent>, StoreError>;
+    /// Records what the bus did with claimed events (fenced by their claim tokens): the
+    /// cursor moves past the stream's, and the refused wait for a retry. Answers how many
+    /// results were recorded.
     async fn complete_events(&self, done: &[Published]) -> Result<u64, StoreError>;
     /// Claims up to `limit` due webhook deliveries to enabled endpoints, at most
     /// `per_endpoint` of one endpoint, oldest first (SKIP LOCKED).

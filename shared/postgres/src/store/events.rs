@@ -36,9 +36,15 @@ fn count(n: i64) -> u64 {
 
 #[async_trait]
 impl EventStore for PgStore {
-    async fn claim_events(&self, limit: u32) -> Result<Vec<ClaimedEvent>, StoreError> {
-        let limit = i64::from(limit);
-        let rows = self.query(&sql::CLAIM_EVENTS, &[&limit, &NOW]).await?;
+    async fn claim_events(
+        &self,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let (limit, lease) = (i64::from(limit), lease.as_secs_f64());
+        let rows = self
+            .query(&sql::CLAIM_EVENTS, &[&limit, &NOW, &lease])
+            .await?;
         Ok(rows
             .into_iter()
             .map(|row| ClaimedEvent {
