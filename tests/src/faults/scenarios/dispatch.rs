@@ -98,7 +98,7 @@ async fn run(s: &mut Suite) -> Row {
             .emulator
             .invoke(SCHEDULED_EVENT.as_bytes(), WORKER_TIMEOUT);
         let _ = tokio::time::timeout(Duration::from_secs(10), inv.picked).await;
-        let moment = Duration::from_millis(100 + random_u64() % 600);
+        let moment = Duration::from_millis(100 + super::random_u64() % 600);
         tokio::time::sleep(moment).await;
         worker.kill_all().await;
         worker.emulator.forget(&inv.id);
@@ -224,8 +224,4 @@ fn worker_env(s: &Suite, db: &TestDb) -> Vec<(&'static str, String)> {
         ("WEBHOOK_CONCURRENCY", "4".to_owned()),
     ]);
     env
-}
-
-fn random_u64() -> u64 {
-    (Uuid::new_v4().as_u128() >> 64) as u64
 }

@@ -12,8 +12,6 @@
 
 use std::time::Duration;
 
-use uuid::Uuid;
-
 use super::{Mutant, Scenario};
 use crate::TestDb;
 use crate::faults::api::{SCHEDULED_EVENT, invoke_scheduled};
@@ -112,7 +110,7 @@ async fn kill_rounds(
             tokio::time::timeout(Duration::from_secs(10), inv.picked).await,
             Ok(Ok(()))
         );
-        let moment = Duration::from_millis(30 + random_u64() % 900);
+        let moment = Duration::from_millis(30 + super::random_u64() % 900);
         tokio::time::sleep(moment).await;
         worker.kill_all().await;
         worker.emulator.forget(&inv.id);
@@ -133,10 +131,6 @@ async fn kill_worker(s: &Suite, db: &TestDb) -> Function {
     env.retain(|(k, _)| *k != "PROVIDER_TIMEOUT_MS");
     env.push(("PROVIDER_TIMEOUT_MS", PROVIDER_TIMEOUT_MS.to_string()));
     Function::start(&s.launcher, "worker", env, 1).await
-}
-
-fn random_u64() -> u64 {
-    (Uuid::new_v4().as_u128() >> 64) as u64
 }
 
 /// The kills landed inside deliveries, left attempts for the sweeper, and each re-sent no more

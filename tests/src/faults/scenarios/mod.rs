@@ -9,6 +9,7 @@ use futures::future::LocalBoxFuture;
 use super::{Row, Suite};
 
 pub mod account;
+pub mod bus;
 pub mod deadline;
 pub mod dispatch;
 pub mod fan_out;
@@ -22,6 +23,11 @@ pub mod outage;
 pub mod pg_restart;
 pub mod sweep;
 pub mod tenants;
+
+/// A random number, for the moment of a kill.
+fn random_u64() -> u64 {
+    (uuid::Uuid::new_v4().as_u128() >> 64) as u64
+}
 
 /// One scenario of the table.
 pub struct Scenario {
@@ -46,6 +52,7 @@ pub const ALL: &[Scenario] = &[
     linger::SCENARIO,
     lost_wakes::SCENARIO,
     fan_out::SCENARIO,
+    bus::SCENARIO,
     tenants::SCENARIO,
 ];
 
@@ -74,6 +81,7 @@ pub const MUTANTS: &[Mutant] = &[
     linger::LEAVE_AFTER_LAST_CLAIM,
     lost_wakes::WAITS_FOR_LAMBDA,
     fan_out::JOIN_PAST_THE_MAX,
+    bus::CURSOR_BEFORE_PUBLISH,
 ];
 
 /// Runs one mutant within `limit`: its row, labelled, whose checks say whether it was caught
