@@ -100,6 +100,19 @@ impl Bench {
         self.config = self.config.clone().with_prepared_statements(prepared);
     }
 
+    /// The server's WAL counters (pg_stat_wal, cluster-wide): (bytes, full-page images).
+    pub async fn wal_counters(&self) -> Result<(f64, f64)> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT wal_bytes::float8, wal_fpi::float8 FROM pg_stat_wal",
+                &[],
+            )
+            .await
+            .context("read pg_stat_wal")?;
+        Ok((row.get(0), row.get(1)))
+    }
+
     /// Another benchmark database beside this one on the same server, created fresh and
     /// migrated; [`Bench::drop_sibling`] drops it.
     pub async fn sibling(&self, db: &str) -> Result<Bench> {

@@ -64,30 +64,17 @@ pub struct Keys {
     pub rate_ratio_ci95: Option<[f64; 2]>,
 }
 
-/// WAL counters of the server: (bytes, full-page images).
-async fn wal_counters(bench: &Bench) -> Result<(f64, f64)> {
-    let row = bench
-        .client
-        .query_one(
-            "SELECT wal_bytes::float8, wal_fpi::float8 FROM pg_stat_wal",
-            &[],
-        )
-        .await
-        .context("read pg_stat_wal")?;
-    Ok((row.get(0), row.get(1)))
-}
-
 /// 100,000 due jobs (the plan's peer size), settled and checkpointed, then drained at the
 /// defaults; the drain's events marked published after.
 async fn drain(bench: &Bench, jobs: i64) -> Result<Drain> {
     let (workers, batch) = OURS_DEFAULT;
     bench.reset(jobs).await?;
-    let (bytes0, fpi0) = wal_counters(bench).await?;
+    let (bytes0, fpi0) = bench.wal_counters().await?;
     let cell = crate::worked::drain(bench, workers, batch)
         .await?
         .checked(bench, jobs)
         .await?;
-    let (bytes1, fpi1) = wal_counters(bench).await?;
+    let (bytes1, fpi1) = bench.wal_counters().await?;
     bench
         .client
         .batch_execute(

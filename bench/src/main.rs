@@ -36,6 +36,7 @@ mod out;
 mod peer;
 mod prepared;
 mod probe;
+mod publish;
 mod render;
 mod results;
 mod retention;
@@ -108,6 +109,9 @@ struct Plan {
     /// `--only keys`: the events kept beside the drains (30 days), and the rounds in turns.
     steady_events: i64,
     keys_rounds: usize,
+    /// `--only publish`: rounds in turns of each side (a drain of `peer_jobs`, then its
+    /// events published).
+    publish_rounds: usize,
     /// The wake part (13): how long the steady 100 requests/s run, requests after idle (one
     /// at a time, each after the fleet left), the burst's requests (within one second), the
     /// fan-out's due jobs and its `WORKER_MAX_INVOCATIONS`.
@@ -158,6 +162,7 @@ impl Plan {
                 prepared_rounds: 2,
                 steady_events: 200_000,
                 keys_rounds: 2,
+                publish_rounds: 2,
                 wake_span: Duration::from_secs(3),
                 wake_idle_rounds: 3,
                 burst_requests: 1_000,
@@ -203,6 +208,7 @@ impl Plan {
                 prepared_rounds: 6,
                 steady_events: 3_000_000,
                 keys_rounds: 4,
+                publish_rounds: 4,
                 wake_span: Duration::from_secs(15),
                 wake_idle_rounds: 10,
                 burst_requests: 1_000,
@@ -237,22 +243,22 @@ fn main() -> Result<()> {
             "--only" => match args.next().map(String::as_str) {
                 Some(
                     part @ ("claim" | "peer" | "life" | "soak" | "cold" | "retention" | "lanes"
-                    | "ours" | "wake" | "prepared" | "keys"),
+                    | "ours" | "wake" | "prepared" | "keys" | "publish"),
                 ) => only = Some(part),
                 Some(other) => {
                     anyhow::bail!(
-                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold`, `retention`, `lanes`, `ours`, `wake`, `prepared` and `keys`)"
+                        "--only {other}: no such part (the parts that run alone are `claim`, `peer`, `life`, `soak`, `cold`, `retention`, `lanes`, `ours`, `wake`, `prepared`, `keys` and `publish`)"
                     )
                 }
                 None => anyhow::bail!(
-                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts), `retention` (a day dropped, idle and under load), `lanes` (the claim on a deep queue with priority lanes), `ours` (one drain at the template's defaults), `wake` (the wake, a burst and the fan-out, after the cold starts) , `prepared` (statements prepared against unnamed: ingest and the drain at the defaults, in turns) or `keys` (the status events' key, random against time-ordered, beside 30 days of events)"
+                    "--only needs a part: `claim` (the claim latency alone), `peer` (our grid and graphile-worker's), `life` (a job's whole life, both sides), `soak` (both sides under steady load), `cold` (cold starts), `retention` (a day dropped, idle and under load), `lanes` (the claim on a deep queue with priority lanes), `ours` (one drain at the template's defaults), `wake` (the wake, a burst and the fan-out, after the cold starts) , `prepared` (statements prepared against unnamed: ingest and the drain at the defaults, in turns) `keys` (the status events' key, random against time-ordered, beside 30 days of events) or `publish` (the status events published by row claims against the stream's cursor)"
                 ),
             },
             "--peer" => peer = Some(true),
             "--no-peer" => peer = Some(false),
             "-h" | "--help" => {
                 println!(
-                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention|lanes|ours|wake|prepared|keys]   (needs DATABASE_URL; `make bench` sets it)"
+                    "usage: bench [--quick] [--peer | --no-peer] [--history FINISHED_JOBS] [--only claim|peer|life|soak|cold|retention|lanes|ours|wake|prepared|keys|publish]   (needs DATABASE_URL; `make bench` sets it)"
                 );
                 return Ok(());
             }
@@ -307,6 +313,7 @@ async fn run_part(part: &str, plan: Plan, url: &str) -> Result<()> {
         "ours" => vec![("ours_default", serde_json::to_value(&results.ours_default)?)],
         "prepared" => vec![("prepared", serde_json::to_value(&results.prepared)?)],
         "keys" => vec![("keys", serde_json::to_value(&results.keys)?)],
+        "publish" => vec![("publish", serde_json::to_value(&results.publish)?)],
         _ => vec![("cold_start", serde_json::to_value(&results.cold_start)?)],
     };
     let line = part_line(&results, &targets, parts);

@@ -77,7 +77,7 @@ pub async fn peer_only(plan: &Plan, url: &str) -> Result<Results> {
     Ok(r)
 }
 
-/// `--only life`, `soak`, `cold`, `retention`, `lanes`, `ours`, `prepared` or `keys`: that part alone (the peer
+/// `--only life`, `soak`, `cold`, `retention`, `lanes`, `ours`, `prepared`, `keys` or `publish`: that part alone (the peer
 /// installed first for the first two, as part 5 does in a full run).
 pub async fn part_only(part: &str, plan: &Plan, url: &str) -> Result<Results> {
     let (mut bench, mut r, started) = begin(plan, url).await?;
@@ -102,6 +102,10 @@ pub async fn part_only(part: &str, plan: &Plan, url: &str) -> Result<Results> {
         }
         if part == "keys" {
             r.keys = Some(crate::keys::measure(&bench, plan).await?);
+            return anyhow::Ok(());
+        }
+        if part == "publish" {
+            r.publish = Some(crate::publish::measure(&bench, plan).await?);
             return anyhow::Ok(());
         }
         if part == "prepared" {

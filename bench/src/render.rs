@@ -101,6 +101,11 @@ pub fn part_only(part: &str, r: &Results, targets: &[Target]) {
                 k.render();
             }
         }
+        "publish" => {
+            if let Some(p) = &r.publish {
+                p.render();
+            }
+        }
         "prepared" => {
             if let Some(p) = &r.prepared {
                 p.render();

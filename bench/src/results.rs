@@ -172,6 +172,10 @@ pub struct Results {
     /// `--only keys`: the events' key, random against time-ordered (not in a full run)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keys: Option<crate::keys::Keys>,
+    /// `--only publish`: the events published by row claims against the cursor (not in a
+    /// full run)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub publish: Option<crate::publish::Publish>,
     /// The load average after the run (1, 5 and 15 minutes).
     pub load_after: String,
     #[serde(serialize_with = "rounded::<1, _>")]

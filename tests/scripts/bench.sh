@@ -21,6 +21,8 @@
 #                                         defaults (decision 0014)
 #   tests/scripts/bench.sh --only keys    the status events' key, random against
 #                                         time-ordered, beside 30 days of events (0015)
+#   tests/scripts/bench.sh --only publish the status events published by row claims against
+#                                         the stream's cursor, in turns (0016)
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
