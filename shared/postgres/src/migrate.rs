@@ -213,18 +213,18 @@ pub async fn run_files_to(
     migrations.retain(|m| m.version <= target);
     let mut report = MigrateReport::default();
     let mut lock_retries = 0;
+    // the version this run started from: 0 on a fresh database, where no code of an earlier
+    // release ever ran (a transactional file reads it: MIGRATING_FROM)
+    let mut from = None;
     loop {
         let tx = locked(client).await?;
-        let Some(m) = next_pending(&tx, &migrations).await? else {
-            report.schema_version = tx
-                .query_typed(
-                    "SELECT coalesce(max(version), 0) FROM schema_migrations",
-                    &[],
-                )
-                .await
-                .map_err(MigrateError::Database)?
-                .first()
-                .map_or(0, |row| row.get(0));
+        let pending = next_pending(&tx, &migrations).await?;
+        let from = match from {
+            Some(version) => version,
+            None => *from.insert(applied_version(&tx).await?),
+        };
+        let Some(m) = pending else {
+            report.schema_version = applied_version(&tx).await?;
             tx.commit().await.map_err(MigrateError::Database)?;
             report.already_applied = migrations.len() - report.applied.len();
             return Ok(report);
@@ -234,6 +234,15 @@ pub async fn run_files_to(
             source,
         };
         let recorded = if m.in_transaction() {
+            tx.execute_typed(
+                "SELECT set_config($1, $2, true)",
+                &[
+                    (&MIGRATING_FROM, Type::TEXT),
+                    (&from.to_string(), Type::TEXT),
+                ],
+            )
+            .await
+            .map_err(MigrateError::Database)?;
             if let Err(e) = tx.batch_execute(m.sql).await {
                 if lock_conflict(&e) && lock_retries < LOCK_RETRIES {
                     // a deadlock with a running statement, or its lock_timeout: nothing was
@@ -288,6 +297,24 @@ fn lock_conflict(e: &tokio_postgres::Error) -> bool {
         e.code(),
         Some(&SqlState::T_R_DEADLOCK_DETECTED) | Some(&SqlState::LOCK_NOT_AVAILABLE)
     )
+}
+
+/// The setting a transactional migration reads for the schema version its run started from
+/// (`current_setting('notify.migrating_from')`): `0` on a fresh database, so a file can tell
+/// a first install, where no earlier release's code ever ran, from an upgrade.
+pub const MIGRATING_FROM: &str = "notify.migrating_from";
+
+/// The highest version applied (0: none).
+async fn applied_version(tx: &tokio_postgres::Transaction<'_>) -> Result<i32, MigrateError> {
+    Ok(tx
+        .query_typed(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations",
+            &[],
+        )
+        .await
+        .map_err(MigrateError::Database)?
+        .first()
+        .map_or(0, |row| row.get(0)))
 }
 
 /// A transaction holding the migration lock (until it ends).
