@@ -605,7 +605,7 @@ CREATE TABLE public.job_queue (
     organization_id uuid NOT NULL,
     created_at timestamp with time zone NOT NULL,
     channel text NOT NULL,
-    payload jsonb NOT NULL,
+    payload jsonb,
     trace_header text,
     expires_at timestamp with time zone,
     next_attempt_at timestamp with time zone NOT NULL,
@@ -711,6 +711,17 @@ CREATE TABLE public.organization_rate_limits (
     per_minute integer NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT organization_rate_limits_per_minute_check CHECK ((per_minute >= 0))
+);
+
+
+--
+-- Name: queue_settings; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.queue_settings (
+    id boolean DEFAULT true NOT NULL,
+    copies_payload boolean NOT NULL,
+    CONSTRAINT queue_settings_id_check CHECK (id)
 );
 
 
@@ -1009,6 +1020,14 @@ ALTER TABLE ONLY public.organization_ingest_counts
 
 ALTER TABLE ONLY public.organization_rate_limits
     ADD CONSTRAINT organization_rate_limits_pkey PRIMARY KEY (organization_id);
+
+
+--
+-- Name: queue_settings queue_settings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.queue_settings
+    ADD CONSTRAINT queue_settings_pkey PRIMARY KEY (id);
 
 
 --

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use integration_tests::TestDb;
 use integration_tests::factory::Job;
 use integration_tests::release_1_0;
-use notify_core::domain::JobStatus;
+use notify_core::domain::{Channel, JobStatus, Priority};
 use notify_core::events::{ClaimedEvent, EventStore, Published};
-use notify_core::store::{Claim, Complete, Decision, JobStore};
+use notify_core::store::{Claim, Complete, Decision, Inserted, JobStore, NewJob};
 use notify_postgres::PgStore;
 use notify_postgres::migrate;
 use tokio::sync::Mutex;
@@ -391,4 +391,111 @@ async fn every_migration_after_1_0_applies_online_while_1_0_works() {
     )
     .await;
     assert_eq!(valid, 0, "every index the migrations built is valid");
+}
+
+/// `n` SMS jobs of `org` through this release's ingest statement (insert_jobs.sql), due now.
+async fn accepted_by_this_release(store: &PgStore, org: Uuid, n: usize) -> Vec<Uuid> {
+    let now = chrono::Utc::now();
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob {
+            organization_id: org,
+            channel: Channel::Sms,
+            payload: serde_json::json!({"to": format!("+1555000{i:04}"), "message": format!("m{i}")}),
+            max_attempts: 5,
+            next_attempt_at: now - chrono::Duration::seconds(1),
+            expires_at: now + chrono::Duration::days(1),
+            priority: Priority::Normal,
+            idempotency: None,
+            trace_header: None,
+        })
+        .collect();
+    store
+        .insert_many(&jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|inserted| match inserted {
+            Inserted::Created(job) => job.id,
+            other => panic!("not accepted: {other:?}"),
+        })
+        .collect()
+}
+
+/// The payload is stored once (migration 0012), but a worker of the release before it claims
+/// the queue row's copy: on an upgraded database, this release's ingest keeps writing the
+/// copy, and a 1.0 worker still running during the rollout sends what was asked. Once the
+/// operator ends the copy, this release's claim reads the request's payload; a fresh
+/// database never copies.
+#[tokio::test]
+async fn a_1_0_worker_still_running_gets_the_payloads_this_release_accepted() {
+    let org = Uuid::new_v4();
+    let db = TestDb::empty().await;
+    let mut client = db.client().await;
+    let files = integration_tests::migrations_through(release_1_0::SCHEMA_VERSION);
+    migrate::run_files(&mut client, &files).await.unwrap();
+    migrate::run_files(
+        &mut client,
+        &integration_tests::migrations_through(i32::MAX),
+    )
+    .await
+    .unwrap();
+    let copies = "SELECT count(*) FROM queue_settings WHERE copies_payload";
+    assert_eq!(
+        integration_tests::count(&client, copies).await,
+        1,
+        "upgraded: copies"
+    );
+    let store = PgStore::connect(db.config.clone()).await.unwrap();
+
+    let ids = accepted_by_this_release(&store, org, 5).await;
+    let rows = client
+        .query(
+            release_1_0::CLAIM,
+            &[&10_i64, &None::<chrono::DateTime<chrono::Utc>>],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), ids.len());
+    for row in &rows {
+        let payload: Option<serde_json::Value> = row.get("payload");
+        assert!(
+            payload.is_some_and(|p| p["to"].as_str().is_some_and(|to| to.starts_with("+1555"))),
+            "1.0's claim got a payload"
+        );
+    }
+
+    // the operator ends the copy: nothing more is copied, and this release's claim reads
+    // the payload from the request
+    client
+        .batch_execute("UPDATE queue_settings SET copies_payload = false")
+        .await
+        .unwrap();
+    let ids = accepted_by_this_release(&store, org, 3).await;
+    let copied = integration_tests::count(
+        &client,
+        "SELECT count(*) FROM job_queue WHERE payload IS NOT NULL AND claim_token IS NULL",
+    )
+    .await;
+    assert_eq!(copied, 0, "no copy written");
+    let claimed = store
+        .claim(Claim {
+            batch_size: 10,
+            now: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), ids.len());
+    for job in &claimed {
+        assert!(ids.contains(&job.id));
+        assert!(
+            job.payload["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with('m'))
+        );
+    }
+
+    // installed fresh, no earlier release ran: no copy from the start
+    let fresh = TestDb::new().await;
+    let fresh_client = fresh.client().await;
+    assert_eq!(integration_tests::count(&fresh_client, copies).await, 0);
 }

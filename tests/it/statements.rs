@@ -124,8 +124,8 @@ async fn a_renamed_output_or_another_type_fails_the_check() {
     let claim = STATEMENTS.iter().find(|s| s.name == "CLAIM").unwrap();
     // the answer's column, as the final SELECT names it
     let renamed = claim.sql.replace(
-        "created_at, suppressed\nFROM claimed",
-        "created_at, suppressed AS is_suppressed\nFROM claimed",
+        "AS suppressed\n       -- @end suppressed",
+        "AS is_suppressed\n       -- @end suppressed",
     );
     assert_ne!(renamed, claim.sql, "the rename found its place");
     let leaked: &'static str = Box::leak(renamed.into_boxed_str());

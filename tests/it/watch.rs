@@ -691,7 +691,13 @@ async fn no_recipient_or_body_reaches_the_logs_at_trace() {
         answer.body
     );
 
-    // the worker meets one: its claim fails on the row it would claim, the row in DETAIL
+    // the worker meets one: its claim fails on the row it would claim, the row in DETAIL. The
+    // queue row carries the payload's copy, as on a database upgraded from 1.0 (migration
+    // 0012), so that row holds the recipient and the body
+    client
+        .batch_execute("UPDATE queue_settings SET copies_payload = true")
+        .await
+        .unwrap();
     let claimed = json!({"channel": "sms", "to": "+15555550183", "message": "Claimed body 9034"});
     let created = post(&watch, &org, &claimed.to_string(), CALL).await;
     assert_eq!(created.status, 202, "{created:?}");

@@ -1,7 +1,8 @@
 -- Claim up to $1 due jobs in one statement that commits before any delivery. $2 is the
 -- current time (NULL: the server's now(); tests pass a time instead of ageing rows).
--- The claim reads and writes the queue only (job_queue: open jobs, with what the worker
--- sends), so it costs the same however much history job_requests holds.
+-- The claim reads and writes the queue (job_queue: open jobs), and reads each claimed job's
+-- payload from its request by id and day, so it costs the same however much history
+-- job_requests holds.
 -- Lanes: due `high` jobs first, then `normal`, then `low`, each oldest first. Each lane is
 -- one range of job_queue_lanes (priority, next_attempt_at), read in order and only as far
 -- as the batch still needs: a deep `low` lane costs nothing while `high` jobs fill the
@@ -53,13 +54,16 @@ claimed AS (
         claim_token = gen_random_uuid()
     FROM due
     WHERE q.id = due.id
-    RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
-              q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
-              -- the recipient was suppressed after the job was accepted: the worker ends it
-              -- `dead` without calling the provider
-              EXISTS (SELECT FROM suppressions AS s
-                      WHERE s.organization_id = q.organization_id
-                        AND s.recipient = q.payload ->> 'to') AS suppressed,
+    RETURNING q.id, q.organization_id, q.channel,
+              -- the payload, stored once: the request's, one probe of job_requests_key in
+              -- the partition of the job's day (a subquery per row: never a join the planner
+              -- could turn into a scan of the partitions); the queue row's copy where ingest
+              -- still writes one (migration 0012)
+              coalesce(q.payload,
+                       (SELECT r.payload FROM job_requests AS r
+                        WHERE r.id = q.id AND r.created_at = q.created_at)) AS payload,
+              q.attempts, q.max_attempts, q.tries, q.claim_token, q.claimed_at,
+              q.trace_header, q.created_at,
               -- the batch's order, for the answer
               q.priority, q.next_attempt_at
     -- @end update
@@ -68,7 +72,14 @@ claimed AS (
 -- lane by lane, each lane's oldest first. The UPDATE's join keeps no order of its own (with
 -- a nested loop it happens to keep the lanes'; with a hash join it does not), so the answer
 -- is sorted: a batch's few rows, in memory.
-SELECT id, organization_id, channel, payload, attempts, max_attempts, tries, claim_token,
-       claimed_at, trace_header, created_at, suppressed
-FROM claimed
-ORDER BY priority, next_attempt_at
+SELECT c.id, c.organization_id, c.channel, c.payload, c.attempts, c.max_attempts, c.tries,
+       c.claim_token, c.claimed_at, c.trace_header, c.created_at,
+       -- @part suppressed
+       -- the recipient was suppressed after the job was accepted: the worker ends it `dead`
+       -- without calling the provider
+       EXISTS (SELECT FROM suppressions AS s
+               WHERE s.organization_id = c.organization_id
+                 AND s.recipient = c.payload ->> 'to') AS suppressed
+       -- @end suppressed
+FROM claimed AS c
+ORDER BY c.priority, c.next_attempt_at

@@ -127,13 +127,16 @@ claimed AS (
         claim_token = gen_random_uuid()
     FROM due
     WHERE q.id = due.id
-    RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
-              q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
-              -- the recipient was suppressed after the job was accepted: the worker ends it
-              -- `dead` without calling the provider
-              EXISTS (SELECT FROM suppressions AS s
-                      WHERE s.organization_id = q.organization_id
-                        AND s.recipient = q.payload ->> 'to') AS suppressed,
+    RETURNING q.id, q.organization_id, q.channel,
+              -- the payload, stored once: the request's, one probe of job_requests_key in
+              -- the partition of the job's day (a subquery per row: never a join the planner
+              -- could turn into a scan of the partitions); the queue row's copy where ingest
+              -- still writes one (migration 0012)
+              coalesce(q.payload,
+                       (SELECT r.payload FROM job_requests AS r
+                        WHERE r.id = q.id AND r.created_at = q.created_at)) AS payload,
+              q.attempts, q.max_attempts, q.tries, q.claim_token, q.claimed_at,
+              q.trace_header, q.created_at,
               -- the batch's order, for the answer
               q.priority, q.next_attempt_at
     -- @end claim.sql#update
@@ -142,7 +145,14 @@ claimed AS (
 -- lane by lane, round-robin across organizations within a lane, each organization's oldest
 -- first
 SELECT c.id, c.organization_id, c.channel, c.payload, c.attempts, c.max_attempts, c.tries,
-       c.claim_token, c.claimed_at, c.trace_header, c.created_at, c.suppressed
+       c.claim_token, c.claimed_at, c.trace_header, c.created_at,
+       -- @include claim.sql#suppressed
+       -- the recipient was suppressed after the job was accepted: the worker ends it `dead`
+       -- without calling the provider
+       EXISTS (SELECT FROM suppressions AS s
+               WHERE s.organization_id = c.organization_id
+                 AND s.recipient = c.payload ->> 'to') AS suppressed
+       -- @end claim.sql#suppressed
 FROM claimed AS c
 JOIN locked AS l ON l.id = c.id
 ORDER BY l.priority, l.turn, l.next_attempt_at

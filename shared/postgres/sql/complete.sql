@@ -122,13 +122,16 @@ claimed AS (
         claim_token = gen_random_uuid()
     FROM due
     WHERE q.id = due.id
-    RETURNING q.id, q.organization_id, q.channel, q.payload, q.attempts, q.max_attempts,
-              q.tries, q.claim_token, q.claimed_at, q.trace_header, q.created_at,
-              -- the recipient was suppressed after the job was accepted: the worker ends it
-              -- `dead` without calling the provider
-              EXISTS (SELECT FROM suppressions AS s
-                      WHERE s.organization_id = q.organization_id
-                        AND s.recipient = q.payload ->> 'to') AS suppressed,
+    RETURNING q.id, q.organization_id, q.channel,
+              -- the payload, stored once: the request's, one probe of job_requests_key in
+              -- the partition of the job's day (a subquery per row: never a join the planner
+              -- could turn into a scan of the partitions); the queue row's copy where ingest
+              -- still writes one (migration 0012)
+              coalesce(q.payload,
+                       (SELECT r.payload FROM job_requests AS r
+                        WHERE r.id = q.id AND r.created_at = q.created_at)) AS payload,
+              q.attempts, q.max_attempts, q.tries, q.claim_token, q.claimed_at,
+              q.trace_header, q.created_at,
               -- the batch's order, for the answer
               q.priority, q.next_attempt_at
     -- @end claim.sql#update
@@ -137,14 +140,21 @@ claimed AS (
 SELECT i.job_id AS id, a.id IS NOT NULL AS applied, NULL::uuid AS organization_id,
        NULL::text AS channel, NULL::jsonb AS payload, NULL::int AS attempts,
        NULL::int AS max_attempts, NULL::int AS tries, NULL::uuid AS claim_token,
-       NULL::timestamptz AS claimed_at, NULL::text AS trace_header, NULL::bool AS suppressed,
-       NULL::timestamptz AS created_at
+       NULL::timestamptz AS claimed_at, NULL::text AS trace_header,
+       NULL::timestamptz AS created_at, NULL::bool AS suppressed
 FROM input AS i
 LEFT JOIN applied AS a ON a.id = i.job_id
 UNION ALL
 -- the claimed jobs in the batch's order, as claim.sql answers them (a statement with an
 -- UPDATE never runs in parallel: the two branches come one after the other)
-(SELECT id, NULL, organization_id, channel, payload, attempts, max_attempts, tries,
-        claim_token, claimed_at, trace_header, suppressed, created_at
- FROM claimed
- ORDER BY priority, next_attempt_at)
+(SELECT c.id, NULL, c.organization_id, c.channel, c.payload, c.attempts, c.max_attempts,
+        c.tries, c.claim_token, c.claimed_at, c.trace_header, c.created_at,
+        -- @include claim.sql#suppressed
+        -- the recipient was suppressed after the job was accepted: the worker ends it `dead`
+        -- without calling the provider
+        EXISTS (SELECT FROM suppressions AS s
+                WHERE s.organization_id = c.organization_id
+                  AND s.recipient = c.payload ->> 'to') AS suppressed
+        -- @end claim.sql#suppressed
+ FROM claimed AS c
+ ORDER BY c.priority, c.next_attempt_at)

@@ -45,12 +45,15 @@ inserted AS (
     RETURNING id, organization_id, channel, payload, trace_header, send_at, expires_at,
               max_attempts, priority, created_at
 ),
--- each accepted job's queue row: all the claim reads
+-- each accepted job's queue row; the payload stays in the request alone, copied here only
+-- while a release before migration 0012 may still claim (queue_settings)
 queued AS (
     INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
                            next_attempt_at, expires_at, max_attempts, priority, created_at,
                            updated_at)
-    SELECT id, organization_id, channel, payload, trace_header, send_at, expires_at,
+    SELECT id, organization_id, channel,
+           CASE WHEN (SELECT copies_payload FROM queue_settings) THEN payload END,
+           trace_header, send_at, expires_at,
            max_attempts, priority, created_at, created_at
     FROM inserted
 )

@@ -28,7 +28,9 @@ queued AS (
     INSERT INTO job_queue (id, organization_id, channel, payload, trace_header,
                            next_attempt_at, expires_at, attempts, max_attempts, tries,
                            priority, created_at, updated_at)
-    SELECT j.id, j.organization_id, j.channel, j.payload, j.trace_header, now(), j.expires_at,
+    SELECT j.id, j.organization_id, j.channel,
+           CASE WHEN (SELECT copies_payload FROM queue_settings) THEN j.payload END,
+           j.trace_header, now(), j.expires_at,
            r.attempts, r.attempts + r.max_attempts, r.tries, j.priority, j.created_at, now()
     FROM removed AS r
     JOIN job_requests AS j ON j.id = r.job_id AND j.created_at = r.created_at

@@ -35,8 +35,13 @@ queued AS (
     INSERT INTO job_queue
         (id, organization_id, channel, payload, next_attempt_at, expires_at, attempts,
          max_attempts, tries, claim_token, claimed_at, created_at, updated_at, last_error)
-    SELECT id, organization_id, channel, payload, next_attempt_at, expires_at, attempts,
-           max_attempts, attempts,
+    SELECT id, organization_id, channel,
+           -- stored once, as ingest leaves it on a fresh install (insert_jobs.sql); the
+           -- queue's copy only on a schema before migration 0012, which requires one
+           CASE WHEN (SELECT a.attnotnull FROM pg_attribute AS a
+                      WHERE a.attrelid = 'job_queue'::regclass AND a.attname = 'payload')
+                THEN payload END,
+           next_attempt_at, expires_at, attempts, max_attempts, attempts,
            CASE WHEN claimed_at IS NULL THEN NULL ELSE gen_random_uuid() END, claimed_at,
            created_at, updated_at,
            -- job_states: a job whose last attempt failed is `failed`
