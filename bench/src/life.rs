@@ -372,6 +372,14 @@ async fn ours_life(bench: &Bench, requests: &[(Value, String)]) -> Result<LifeSi
                 .map_err(|e| anyhow::anyhow!("a bench request is invalid: {e:?}"))
         })
         .collect::<Result<Vec<NewJob>>>()?;
+    // BENCH_PAYLOAD_COPY=1: ingest copies each payload into the queue row, as on a database
+    // upgraded from 1.0 (migration 0012), for the figures of the design before it
+    let copy = std::env::var("BENCH_PAYLOAD_COPY").is_ok_and(|v| v == "1");
+    bench
+        .client
+        .execute("UPDATE queue_settings SET copies_payload = $1", &[&copy])
+        .await
+        .context("set the payload's copy")?;
     bench.truncate().await?;
     bench.settle().await?;
     let probe = Probe::open(&bench.config, &bench.config, DB).await?;

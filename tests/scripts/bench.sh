@@ -24,6 +24,9 @@
 #   tests/scripts/bench.sh --only publish the status events published by row claims against
 #                                         the stream's cursor, in turns (0016)
 #
+# BENCH_PAYLOAD_COPY=1 with --only life: ingest copies each payload into the queue row, as on
+# a database upgraded from 1.0 (the design before migration 0012; decision 0017).
+#
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
 # the cargo profile (dev, release, bench-fast). With DATABASE_URL set, that server is used
