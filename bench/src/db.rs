@@ -183,8 +183,10 @@ impl Bench {
                  )
                  INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
                                         expires_at, max_attempts, created_at, updated_at)
-                 SELECT id, organization_id, channel, payload, send_at, expires_at,
-                        max_attempts, created_at, created_at
+                 -- the payload stored once, as ingest writes it (insert_jobs.sql)
+                 SELECT id, organization_id, channel,
+                        CASE WHEN (SELECT copies_payload FROM queue_settings) THEN payload END,
+                        send_at, expires_at, max_attempts, created_at, created_at
                  FROM jobs",
                     id = uuid_v7("clock_timestamp()"),
                     max_attempts = notify_api::validate::DEFAULT_MAX_ATTEMPTS,

@@ -249,8 +249,9 @@ async fn fill(bench: &Bench, n: i64, priority: &str, orgs: i64, due_in_secs: i64
                  INSERT INTO job_queue (id, organization_id, channel, payload, next_attempt_at,
                                         expires_at, max_attempts, created_at, updated_at,
                                         priority)
-                 SELECT id, organization_id, channel, payload, send_at, expires_at,
-                        max_attempts, created_at, created_at, priority
+                 SELECT id, organization_id, channel,
+                        CASE WHEN (SELECT copies_payload FROM queue_settings) THEN payload END,
+                        send_at, expires_at, max_attempts, created_at, created_at, priority
                  FROM jobs",
                 id = uuid_v7("clock_timestamp()"),
                 max_attempts = notify_api::validate::DEFAULT_MAX_ATTEMPTS,
