@@ -43,6 +43,19 @@ fn published(claimed: &[ClaimedEvent]) -> Vec<Published> {
     claimed.iter().map(ClaimedEvent::taken).collect()
 }
 
+/// The first claim that answers events (or the last, empty, after 10 s): the horizon may
+/// wait for another test's transaction.
+async fn first_claim(store: &PgStore) -> Vec<ClaimedEvent> {
+    let started = Instant::now();
+    loop {
+        let claimed = store.claim_events(100, LEASE).await.unwrap();
+        if !claimed.is_empty() || started.elapsed() > Duration::from_secs(10) {
+            return claimed;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Claims and publishes until `want` events came (or 10 s passed): every event read, in
 /// the order read.
 async fn drain(store: &PgStore, want: usize) -> Vec<Uuid> {
@@ -120,14 +133,7 @@ async fn a_refused_event_is_retried_apart_and_one_reader_holds_the_stream() {
     let org = Uuid::new_v4();
     let ids = record(&client, org, 5).await;
 
-    let started = Instant::now();
-    let claimed = loop {
-        let claimed = store.claim_events(100, LEASE).await.unwrap();
-        if !claimed.is_empty() || started.elapsed() > Duration::from_secs(10) {
-            break claimed;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let claimed = first_claim(&store).await;
     assert_eq!(claimed.iter().map(|c| c.event.id).collect::<Vec<_>>(), ids);
     assert!(claimed.iter().all(|c| c.attempts == 1));
     let token = claimed[0].claim_token;
@@ -177,14 +183,7 @@ async fn a_reader_past_its_lease_loses_the_cursor_and_its_late_completion_is_fen
     let store = db.store().await;
     let client = db.client().await;
     let ids = record(&client, Uuid::new_v4(), 3).await;
-    let started = Instant::now();
-    let lost = loop {
-        let claimed = store.claim_events(100, LEASE).await.unwrap();
-        if !claimed.is_empty() || started.elapsed() > Duration::from_secs(10) {
-            break claimed;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let lost = first_claim(&store).await;
     assert_eq!(lost.len(), 3);
 
     // a reader for whom the holder has held it too long takes it, and reads the same events
