@@ -161,29 +161,32 @@ fn worker_env(s: &Suite, db: &TestDb, bus: &str) -> Vec<(&'static str, String)> 
 }
 
 /// The event ids of every message of the queue, read until it answers none (the stand-in
-/// sends a rule's matches to its queue within the `PutEvents` call: all are there by now).
-/// Within 30 s: a longer read would see its first messages again.
+/// sends a rule's matches to its queue within the `PutEvents` call: all are there by now),
+/// or for 120 s at most.
 async fn event_ids_in(sdk: &aws_config::SdkConfig, queue: &str) -> Vec<String> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let mut ids = Vec::new();
-    loop {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        // each message received stays out of sight for 15 minutes, longer than this read
+        // can last: none is read twice, however slowly the stand-in answers
         let received = sqs
             .receive_message()
             .queue_url(queue)
             .max_number_of_messages(10)
+            .visibility_timeout(900)
             .wait_time_seconds(1)
             .send()
             .await
             .expect("receive from the queue");
         if received.messages().is_empty() {
-            return ids;
+            break;
         }
-        // a message received stays out of sight for the queue's visibility timeout (30 s),
-        // longer than this read: none is read twice
         for message in received.messages() {
             let body: serde_json::Value =
                 serde_json::from_str(message.body().unwrap_or("{}")).unwrap_or_default();
             ids.extend(body["detail"]["id"].as_str().map(str::to_owned));
         }
     }
+    ids
 }
