@@ -324,6 +324,8 @@ async fn the_rate_limited_worker_delivers_each_budget_round_robin() {
     let config = WorkerConfig {
         batch_size: 4,
         concurrency: 1,
+        // short enough that claims of a whole batch fit the 30 s beside the jobs still held
+        provider_timeout: std::time::Duration::from_secs(1),
         rate_limit_per_org_per_min: 6,
         ..WorkerConfig::new(notify_core::delivery::DeliveryConfig::new(
             "noreply@example.com",

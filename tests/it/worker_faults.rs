@@ -603,10 +603,7 @@ async fn a_store_error_mid_batch_gives_untried_jobs_back_at_once() {
         .into_iter()
         .map(|(id, _)| id)
         .collect();
-    let store = FailingRecords {
-        inner: db.store().await,
-        failures_left: AtomicU64::new(2),
-    };
+    let store = FailingRecords::new(db.store().await, 2);
     let cfg = WorkerConfig {
         concurrency: 1,
         ..config()
@@ -652,10 +649,25 @@ async fn a_store_error_mid_batch_gives_untried_jobs_back_at_once() {
     assert_eq!(summary.sent, given_back as u64, "{summary:?}");
 }
 
-/// A store whose recording of results fails the first `failures_left` times.
-struct FailingRecords {
-    inner: notify_postgres::PgStore,
-    failures_left: AtomicU64,
+/// A store whose recording of results fails the first `failures_left` times, and otherwise
+/// takes `delay` longer than the database; `recorded` counts the completions it committed.
+pub(crate) struct FailingRecords {
+    pub inner: notify_postgres::PgStore,
+    pub failures_left: AtomicU64,
+    pub delay: Duration,
+    pub recorded: AtomicU64,
+}
+
+impl FailingRecords {
+    /// A store over `inner` whose recording fails `failures` times.
+    pub fn new(inner: notify_postgres::PgStore, failures: u64) -> Self {
+        Self {
+            inner,
+            failures_left: AtomicU64::new(failures),
+            delay: Duration::ZERO,
+            recorded: AtomicU64::new(0),
+        }
+    }
 }
 
 #[async_trait]
@@ -699,7 +711,11 @@ impl notify_core::store::JobStore for FailingRecords {
             self.failures_left.store(left - 1, Ordering::SeqCst);
             return Err(StoreError::Corrupt("injected failure to record".into()));
         }
-        self.inner.complete_and_claim(p).await
+        tokio::time::sleep(self.delay).await;
+        let done = self.inner.complete_and_claim(p).await?;
+        self.recorded
+            .fetch_add(p.completions.len() as u64, Ordering::SeqCst);
+        Ok(done)
     }
     async fn release(&self, p: Release<'_>) -> Result<Vec<Uuid>, StoreError> {
         self.inner.release(p).await

@@ -1,7 +1,9 @@
-//! The at-least-once window: a batch's results are written as they arrive, so a worker that
-//! dies mid-batch re-sends only what it had not yet recorded, not the whole batch.
+//! The at-least-once window: results are written as they arrive (per tick), so a worker that
+//! dies mid-batch re-sends only what it had not yet recorded, not the whole batch; and the
+//! pipeline: a free slot takes the next job without waiting for the batch's slowest call.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -84,6 +86,116 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
     )
     .await;
     assert_eq!(sent, 5);
+}
+
+/// A slow call holds its slot, not the worker: while it runs, the other slot delivers the
+/// rest of its batch and of the batches claimed after it (a worker that claimed per batch
+/// would wait for the slow call before its next claim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_call_leaves_the_other_slots_claiming_and_delivering() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    let ids = insert_due_jobs(&client, 20).await;
+    let deliverer = Arc::new(OneSlow {
+        slow: ids[0],
+        release: Notify::new(),
+    });
+    let store = Arc::new(db.store().await);
+    let cfg = WorkerConfig {
+        batch_size: 5,
+        concurrency: 2,
+        ..WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
+    };
+    let run = {
+        let (store, deliverer) = (store.clone(), deliverer.clone());
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            worker::run(store.as_ref(), deliverer.as_ref(), &cfg, deadline).await
+        })
+    };
+    let mut sent = 0;
+    for _ in 0..250 {
+        sent = integration_tests::count(
+            &client,
+            "SELECT count(*) FROM job_states WHERE status = 'sent'",
+        )
+        .await;
+        if sent == 19 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    deliverer.release.notify_one();
+    assert_eq!(
+        sent, 19,
+        "every other job (four batches) sent while the slow call held one slot"
+    );
+    let summary = run.await.unwrap().unwrap();
+    assert_eq!((summary.claimed, summary.sent), (20, 20), "{summary:?}");
+    assert_eq!(summary.batches, 4, "claims of 5: {summary:?}");
+}
+
+/// Answers at once, and notes how many messages were handed over and not yet recorded
+/// (`recorded` is what the store committed) when each call starts.
+struct Answering {
+    store: Arc<crate::worker_faults::FailingRecords>,
+    handed: AtomicU64,
+    most_unrecorded: AtomicU64,
+}
+
+#[async_trait]
+impl Deliverer for Answering {
+    async fn deliver(&self, job: &ClaimedJob) -> Result<String, DeliveryError> {
+        let handed = self.handed.fetch_add(1, Ordering::SeqCst) + 1;
+        let unrecorded = handed - self.store.recorded.load(Ordering::SeqCst);
+        self.most_unrecorded.fetch_max(unrecorded, Ordering::SeqCst);
+        Ok(format!("m-{}", job.id))
+    }
+}
+
+/// However fast the provider answers and however slow the writes, a worker never has more
+/// than twice its calls in flight handed over and unrecorded (decision 0007: what a kill may
+/// re-send), and the next calls run while a write is on its way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_over_and_unrecorded_stays_within_twice_the_calls_in_flight() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    insert_due_jobs(&client, 200).await;
+    let mut store = crate::worker_faults::FailingRecords::new(db.store().await, 0);
+    store.delay = Duration::from_millis(30);
+    let store = Arc::new(store);
+    let deliverer = Answering {
+        store: store.clone(),
+        handed: AtomicU64::new(0),
+        most_unrecorded: AtomicU64::new(0),
+    };
+    let cfg = WorkerConfig {
+        batch_size: 100,
+        concurrency: 4,
+        // claims of a whole batch fit the minute
+        provider_timeout: Duration::from_secs(1),
+        ..WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let summary = worker::run(store.as_ref(), &deliverer, &cfg, deadline)
+        .await
+        .unwrap();
+    assert_eq!((summary.claimed, summary.sent), (200, 200), "{summary:?}");
+    let most = deliverer.most_unrecorded.load(Ordering::SeqCst);
+    let bound = 2 * cfg.concurrency as u64;
+    assert!(
+        most <= bound,
+        "at most {bound} handed over and unrecorded, found {most}"
+    );
+    assert_eq!(
+        worker::window(&cfg) as u64,
+        bound,
+        "the window's documented size"
+    );
+    assert!(
+        most > cfg.concurrency as u64,
+        "calls ran while a write was on its way: at most {most} unrecorded"
+    );
 }
 
 /// Holds every delivery until released; `dead` fails permanently (the provider refuses it).

@@ -11,6 +11,7 @@
 
 mod decide;
 mod metrics;
+mod pipeline;
 pub mod shift;
 
 use std::panic::AssertUnwindSafe;
@@ -19,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use chrono::Utc;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use serde::Serialize;
 use tracing::Instrument;
 
@@ -37,6 +38,7 @@ use crate::store::{
 pub use crate::telemetry::emf::{JOB_METRICS, METRIC_NAMESPACE, SERVICE, job_metrics};
 pub use decide::{BASE_BACKOFF, MAX_BACKOFF, backoff, backoff_step, decide};
 pub use metrics::{Latencies, worker_lines};
+pub use pipeline::{TICK, window};
 
 /// Time kept free before the deadline besides the provider calls: claiming, completing and
 /// answering Lambda.
@@ -154,14 +156,22 @@ pub fn deadline_from_epoch_ms(deadline_ms: u64) -> Instant {
 /// batch holds at most as many "waves" of `concurrency` calls as fit before the deadline
 /// less [`SAFETY_MARGIN`].
 pub fn batch_size_for(cfg: &WorkerConfig, remaining: Duration) -> Option<u32> {
-    let usable = remaining.checked_sub(SAFETY_MARGIN)?;
-    let timeout_ms = cfg.provider_timeout.as_millis().max(1);
-    let waves = usable.as_millis() / timeout_ms;
+    let waves = waves_for(cfg, remaining);
     if waves == 0 {
         return None;
     }
-    let fits = waves.saturating_mul(cfg.concurrency.max(1) as u128);
-    Some(fits.min(u128::from(cfg.batch_size)).max(1) as u32)
+    let fits = waves.saturating_mul(cfg.concurrency.max(1) as u32);
+    Some(fits.min(cfg.batch_size).max(1))
+}
+
+/// Waves of `concurrency` calls, each at most the provider timeout, that fit in `remaining`
+/// less [`SAFETY_MARGIN`].
+fn waves_for(cfg: &WorkerConfig, remaining: Duration) -> u32 {
+    let Some(usable) = remaining.checked_sub(SAFETY_MARGIN) else {
+        return 0;
+    };
+    let timeout_ms = cfg.provider_timeout.as_millis().max(1);
+    (usable.as_millis() / timeout_ms).min(u128::from(u32::MAX)) as u32
 }
 
 /// Runs the claim → deliver → complete loop until nothing is due (and, with
@@ -239,7 +249,10 @@ async fn queue_depth(store: &dyn JobStore) -> Option<QueueDepth> {
     }
 }
 
-/// The loop of [`run`], adding what it does to `summary` and `latencies` as it goes.
+/// The loop of [`run`], adding what it does to `summary` and `latencies` as it goes: the
+/// first claim (and every claim once the pipeline is empty: the poll, the linger, the last
+/// claim on leaving) is made here; while jobs flow the [`pipeline::Pipeline`] claims as its
+/// slots free up, with its writes.
 async fn work(
     store: &dyn JobStore,
     deliverer: &dyn Deliverer,
@@ -250,18 +263,19 @@ async fn work(
     mut crew: Option<&mut Crew<'_>>,
 ) -> Result<(), StoreError> {
     let poll_until = deadline.checked_sub(cfg.poll).unwrap_or_else(Instant::now);
-    // the batch claimed together with the previous batch's completion, if any
-    let mut next: Vec<ClaimedJob> = Vec::new();
-    // when the last batch ended: the linger counts from here. An invocation that found
+    let mut pipeline = pipeline::Pipeline::new(store, deliverer, cfg, deadline);
+    // when the pipeline last emptied: the linger counts from here. An invocation that found
     // nothing at all does not linger: no traffic woke it (the schedule's, on an idle queue),
     // and waiting would cost its idle time on every tick
     let mut busy_at: Option<Instant> = None;
     // the deadline, not an empty queue, ended the loop: what is due may need a successor
     let mut out_of_time = false;
+    // the pipeline holds jobs (claimed here, or by its own claims)
+    let mut flowing = false;
     loop {
         // outside the fleet, or in it with a slot: it may claim
         let member = crew.as_ref().is_none_or(|c| c.is_member());
-        let batch = if next.is_empty() {
+        if !flowing {
             let Some(size) =
                 batch_size_for(cfg, deadline.saturating_duration_since(Instant::now()))
             else {
@@ -316,54 +330,45 @@ async fn work(
                 );
                 // without a slot again, it delivers what it claimed and stops
                 crew.stay().await;
-                last
+                pipeline.push(last);
             } else {
-                batch
+                pipeline.push(batch);
             }
-        } else {
-            std::mem::take(&mut next)
-        };
-        let batch_started = Instant::now();
-        let claim_more = crew.as_ref().is_none_or(|c| c.is_member());
-        let (counts, claimed_next) =
-            match run_batch(store, deliverer, cfg, batch, deadline, claim_more).await {
-                Ok(done) => done,
-                Err(BatchStopped { counts, err }) => {
-                    tracing::error!(
-                        claimed = counts.claimed,
-                        sent = counts.sent,
-                        released = counts.released,
-                        error = %crate::error::report(&err),
-                        "batch stopped on a store error; jobs in flight are left to the sweeper"
-                    );
-                    summary.add(counts, latencies);
-                    return Err(err);
-                }
-            };
-        next = claimed_next;
-        busy_at = Some(Instant::now());
-        let paced_out = counts.paced_out;
-        let full = counts.claimed >= u64::from(cfg.batch_size);
-        let per_worker = counts
-            .latencies
-            .mean_ms()
-            .map(|ms| cfg.concurrency as f64 * 1000.0 / ms.max(0.001));
-        let channels = counts.latencies.channels();
-        tracing::info!(
-            claimed = counts.claimed,
-            sent = counts.sent,
-            retried = counts.retried,
-            dead = counts.dead,
-            fenced = counts.fenced,
-            elapsed_ms = batch_started.elapsed().as_millis() as u64,
-            "batch completed"
-        );
-        summary.add(counts, latencies);
-        if let Some(crew) = crew.as_deref_mut() {
-            crew.consider_growing(full, per_worker, (deliverer, &channels), deadline)
-                .await;
+            flowing = true;
         }
-        if paced_out {
+        let claim_more = crew.as_ref().is_none_or(|c| c.is_member());
+        let step = match pipeline.step(claim_more).await {
+            Ok(step) => step,
+            Err(err) => {
+                let counts = pipeline.take_counts();
+                tracing::error!(
+                    claimed = counts.claimed,
+                    sent = counts.sent,
+                    released = counts.released,
+                    error = %crate::error::report(&err),
+                    "the worker stopped on a store error; jobs in flight are left to the sweeper"
+                );
+                summary.add(counts, latencies);
+                return Err(err);
+            }
+        };
+        grow(&mut crew, &mut pipeline, cfg, deliverer, deadline).await;
+        match step {
+            pipeline::Step::Claimed => {
+                let counts = pipeline.take_counts();
+                log_counts(&counts, "claimed as slots freed");
+                summary.add(counts, latencies);
+                continue;
+            }
+            pipeline::Step::Idle => {
+                flowing = false;
+                busy_at = Some(Instant::now());
+                let counts = pipeline.take_counts();
+                log_counts(&counts, "jobs flowed; the pipeline is empty");
+                summary.add(counts, latencies);
+            }
+        }
+        if pipeline.paced_out() {
             // no send slot before the deadline: what is left is for the next invocation,
             // unless this one polls, when it waits a little and claims again
             let now = Instant::now();
@@ -385,8 +390,43 @@ async fn work(
     Ok(())
 }
 
+/// After a claim came back, or the pipeline emptied: may start more workers when a claim since
+/// the last time found the queue full, at the rate the calls so far give one worker.
+async fn grow(
+    crew: &mut Option<&mut Crew<'_>>,
+    pipeline: &mut pipeline::Pipeline<'_>,
+    cfg: &WorkerConfig,
+    deliverer: &dyn Deliverer,
+    deadline: Instant,
+) {
+    let full = pipeline.take_full();
+    let Some(crew) = crew.as_deref_mut() else {
+        return;
+    };
+    let latencies = pipeline.latencies();
+    let per_worker = latencies
+        .mean_ms()
+        .map(|ms| cfg.concurrency as f64 * 1000.0 / ms.max(0.001));
+    let channels = latencies.channels();
+    crew.consider_growing(full, per_worker, (deliverer, &channels), deadline)
+        .await;
+}
+
+/// The log line of what the pipeline did since the last one.
+fn log_counts(counts: &BatchCounts, what: &str) {
+    tracing::info!(
+        claimed = counts.claimed,
+        sent = counts.sent,
+        retried = counts.retried,
+        dead = counts.dead,
+        fenced = counts.fenced,
+        released = counts.released,
+        "{what}"
+    );
+}
+
 impl WorkerSummary {
-    /// Adds one batch's counts (and its provider latencies to `latencies`).
+    /// Adds what the pipeline did (and its provider latencies to `latencies`).
     fn add(&mut self, counts: BatchCounts, latencies: &mut Latencies) {
         self.claimed += counts.claimed;
         self.sent += counts.sent;
@@ -395,7 +435,7 @@ impl WorkerSummary {
         self.released += counts.released;
         self.dead += counts.dead;
         self.fenced += counts.fenced;
-        self.batches += 1;
+        self.batches += counts.batches;
         latencies.extend(counts.latencies);
     }
 }
@@ -449,19 +489,18 @@ fn delivery_span(job: &ClaimedJob) -> tracing::Span {
 /// the provider's pace, which may wait, but never past the time the call needs before
 /// `deadline`); a panic becomes a transient error.
 async fn attempt(
-    index: usize,
     deliverer: &dyn Deliverer,
-    job: &ClaimedJob,
+    job: ClaimedJob,
     timeout: Duration,
     deadline: Instant,
-    handed: &AtomicBool,
-) -> (usize, Outcome) {
+    handed: std::sync::Arc<AtomicBool>,
+) -> (ClaimedJob, Outcome) {
     if !job.suppressed {
         let max_wait = deadline
             .saturating_duration_since(Instant::now())
             .saturating_sub(timeout + SAFETY_MARGIN);
-        if let Err(not_now) = deliverer.admit(job, max_wait).await {
-            return (index, Outcome::NotSent(not_now));
+        if let Err(not_now) = deliverer.admit(&job, max_wait).await {
+            return (job, Outcome::NotSent(not_now));
         }
     }
     let started_at = Utc::now();
@@ -471,7 +510,7 @@ async fn attempt(
         let result = Err(DeliveryError::code_only(SUPPRESSED));
         let finished_at = started_at;
         return (
-            index,
+            job,
             Outcome::Tried(Attempt {
                 started_at,
                 finished_at,
@@ -484,7 +523,7 @@ async fn attempt(
     handed.store(true, Ordering::SeqCst);
     let clock = Instant::now();
     let call =
-        AssertUnwindSafe(deliverer.deliver(job).instrument(delivery_span(job))).catch_unwind();
+        AssertUnwindSafe(deliverer.deliver(&job).instrument(delivery_span(&job))).catch_unwind();
     let result = match tokio::time::timeout(timeout, call).await {
         Ok(Ok(result)) => result,
         Ok(Err(panic)) => {
@@ -502,7 +541,7 @@ async fn attempt(
     };
     let provider_ms = Some((clock.elapsed().as_secs_f64() * 1e6).round() / 1e3);
     let throttled_until = match &result {
-        Err(err) => deliverer.throttled(job, err).await,
+        Err(err) => deliverer.throttled(&job, err).await,
         Ok(_) => None,
     };
     let attempt = Attempt {
@@ -513,123 +552,35 @@ async fn attempt(
         result,
         throttled_until,
     };
-    (index, Outcome::Tried(attempt))
+    (job, Outcome::Tried(attempt))
 }
 
+/// What the pipeline did since its counts were last taken.
 #[derive(Default)]
 struct BatchCounts {
     /// Provider calls' latencies (calls never handed to a provider are not in it).
     latencies: Latencies,
     claimed: u64,
+    /// Claims that found jobs.
+    batches: u64,
     sent: u64,
     retried: u64,
     held: u64,
     released: u64,
     dead: u64,
     fenced: u64,
-    /// A job found no send slot before the deadline: claim no more.
-    paced_out: bool,
 }
 
-/// Delivers a batch, recording results as they arrive: whatever attempts have finished are
-/// completed together in one statement while the rest are still in flight, so a crash
-/// re-sends at most the messages whose results were not yet written (the at-least-once
-/// window), not the whole batch. The last results are completed together with the claim
-/// of the next batch, in one round trip: as many jobs as can still finish before
-/// `deadline`, none when no batch may start.
-async fn run_batch(
-    store: &dyn JobStore,
-    deliverer: &dyn Deliverer,
-    cfg: &WorkerConfig,
-    batch: Vec<ClaimedJob>,
-    deadline: Instant,
-    claim_more: bool,
-) -> Result<(BatchCounts, Vec<ClaimedJob>), BatchStopped> {
-    // which deliveries were handed to the provider: a job never handed over is given back
-    // (attempt refunded) when the batch stops early
-    let handed: Vec<AtomicBool> = batch.iter().map(|_| AtomicBool::new(false)).collect();
-    // collected first: a lazy iterator's closure in the stream would trip the compiler's
-    // Send inference ("FnOnce is not general enough") for callers that spawn the loop
-    let calls: Vec<_> = batch
-        .iter()
-        .enumerate()
-        .map(|(i, job)| {
-            attempt(
-                i,
-                deliverer,
-                job,
-                cfg.provider_timeout,
-                deadline,
-                &handed[i],
-            )
-        })
-        .collect();
-    // ready_chunks hands over everything finished so far: with fast providers one chunk
-    // (one statement) for the whole batch, with slow ones a statement per few results
-    let mut results = futures::stream::iter(calls)
-        .buffer_unordered(cfg.concurrency.max(1))
-        .ready_chunks(batch.len().max(1));
-    let mut counts = BatchCounts {
-        claimed: batch.len() as u64,
-        ..BatchCounts::default()
-    };
-    let mut recorded = 0;
-    let mut next = Vec::new();
-    // jobs never handed over, given back when the batch ends: (id, claim token, due again)
-    let mut not_sent = Vec::new();
-    while let Some(finished) = results.next().await {
-        recorded += finished.len();
-        let mut tried = Vec::with_capacity(finished.len());
-        for (i, outcome) in finished {
-            match outcome {
-                Outcome::Tried(attempt) => {
-                    if let Some(ms) = attempt.provider_ms {
-                        counts.latencies.add(batch[i].channel, ms);
-                    }
-                    tried.push((i, attempt));
-                }
-                Outcome::NotSent(not_now) => {
-                    counts.paced_out |= matches!(not_now, NotNow::NoSlot { .. });
-                    not_sent.push((batch[i].id, batch[i].claim_token, not_now));
-                }
-            }
-        }
-        let completions = completions(&batch, tried);
-        let last = recorded == batch.len();
-        let next_size = if last && claim_more && !counts.paced_out {
-            batch_size_for(cfg, deadline.saturating_duration_since(Instant::now())).unwrap_or(0)
-        } else {
-            0
-        };
-        let (report, claimed) = match record(store, &completions, next_size).await {
-            Ok(done) => done,
-            Err(err) => {
-                // stop here: what is in flight is left to the sweeper (the provider may have
-                // been called); what was never handed over goes back, its attempt refunded
-                drop(results);
-                counts.released = release_untried(store, &batch, &handed).await;
-                return Err(BatchStopped { counts, err });
-            }
-        };
-        next = claimed;
-        counts.add(&completions, &report);
-    }
-    counts.released += give_back(store, &not_sent).await;
-    Ok((counts, next))
-}
-
-/// Gives back jobs the deliverer did not admit, untried: a job without a send slot is due
-/// again at once (the next invocation's turn), one of a held channel when the hold ends.
-async fn give_back(store: &dyn JobStore, not_sent: &[(uuid::Uuid, uuid::Uuid, NotNow)]) -> u64 {
+/// Gives back jobs never handed to a provider, untried, grouped by when they are due again
+/// (a job without a send slot, or whose call could not finish before the deadline, at once;
+/// one of a held channel when the hold ends); how many went back. A failure is logged: the
+/// sweeper gives them back later.
+async fn give_back(store: &dyn JobStore, jobs: &[pipeline::GiveBack]) -> u64 {
     let mut released = 0;
     let mut groups: std::collections::BTreeMap<Option<chrono::DateTime<Utc>>, Vec<_>> =
         Default::default();
-    for (id, token, not_now) in not_sent {
-        let due = match not_now {
-            NotNow::NoSlot { .. } => None,
-            NotNow::Held { until } => Some(*until),
-        };
-        groups.entry(due).or_default().push((*id, *token));
+    for (id, token, due) in jobs {
+        groups.entry(*due).or_default().push((*id, *token));
     }
     for (due, claims) in groups {
         match store
@@ -644,7 +595,7 @@ async fn give_back(store: &dyn JobStore, not_sent: &[(uuid::Uuid, uuid::Uuid, No
             Err(err) => tracing::error!(
                 error = %crate::error::report(&err),
                 jobs = claims.len(),
-                "cannot give back jobs the pace held; the sweeper will"
+                "cannot give back untried jobs; the sweeper will"
             ),
         }
     }
@@ -658,7 +609,7 @@ async fn give_back(store: &dyn JobStore, not_sent: &[(uuid::Uuid, uuid::Uuid, No
 }
 
 /// Records results (and claims the next batch when `next_size` > 0). A failure is tried once
-/// more, on a fresh connection if the old one closed, before the batch gives up.
+/// more, on a fresh connection if the old one closed, before the worker gives up.
 ///
 /// The failed call may have committed in part or whole (its answer lost on the way, or the
 /// claim failing after the completions committed): the second call records the same results,
@@ -695,46 +646,6 @@ async fn record(
     }
 }
 
-/// Gives back the batch's jobs that were never handed to a provider; how many went back.
-async fn release_untried(store: &dyn JobStore, batch: &[ClaimedJob], handed: &[AtomicBool]) -> u64 {
-    let untried: Vec<(uuid::Uuid, uuid::Uuid)> = batch
-        .iter()
-        .zip(handed)
-        .filter(|(_, handed)| !handed.load(Ordering::SeqCst))
-        .map(|(job, _)| (job.id, job.claim_token))
-        .collect();
-    match store
-        .release(Release {
-            claims: &untried,
-            due: None,
-            now: None,
-        })
-        .await
-    {
-        Ok(released) => {
-            tracing::warn!(
-                released = released.len(),
-                "batch stopped early; untried jobs given back"
-            );
-            released.len() as u64
-        }
-        Err(err) => {
-            tracing::error!(
-                error = %crate::error::report(&err),
-                untried = untried.len(),
-                "cannot give back untried jobs; the sweeper will"
-            );
-            0
-        }
-    }
-}
-
-/// A batch that stopped on a store error: what it had done, and why it stopped.
-struct BatchStopped {
-    counts: BatchCounts,
-    err: StoreError,
-}
-
 impl BatchCounts {
     /// Adds what one completion statement applied (and fenced) to the counts.
     fn add(&mut self, completions: &[Completion], report: &CompleteReport) {
@@ -754,57 +665,54 @@ impl BatchCounts {
     }
 }
 
-/// Decides each attempt and logs the ones a person may need to see (never a message body;
+/// Decides one attempt and logs it when a person may need to see it (never a message body;
 /// recipients masked).
-fn completions(batch: &[ClaimedJob], attempts: Vec<(usize, Attempt)>) -> Vec<Completion> {
-    let mut rng = rand::rng();
-    let now = Utc::now();
-    attempts
-        .into_iter()
-        .filter_map(|(i, attempt)| {
-            let job = batch.get(i)?;
-            let decision = match attempt.throttled_until {
-                // the provider pushed back: not the message's fault, no attempt spent
-                Some(at) => Decision::Hold { at },
-                None => decide(
-                    job.attempt,
-                    job.call,
-                    job.max_attempts,
-                    &attempt.result,
-                    now,
-                    &mut rng,
-                ),
-            };
-            let (provider_message_id, error_code, error_message) = match &attempt.result {
-                Ok(id) => (Some(id.clone()), None, None),
-                Err(err) => (None, Some(err.code.clone()), err.row_message()),
-            };
-            let _span = delivery_span(job).entered();
-            match &attempt.result {
-                Ok(id) => tracing::info!(
-                    channel = job.channel.as_str(),
-                    attempt = job.attempt,
-                    provider_message_id = id.as_str(),
-                    latency_ms = attempt.provider_ms,
-                    "delivered to the provider"
-                ),
-                Err(err) => log_failure(job, err, decision, attempt.provider_ms),
-            }
-            Some(Completion {
-                job_id: job.id,
-                claim_token: job.claim_token,
-                call: job.call,
-                channel: job.channel,
-                decision,
-                provider_message_id,
-                error_code,
-                error_message,
-                started_at: attempt.started_at,
-                finished_at: attempt.finished_at,
-                job_created_at: job.created_at,
-            })
-        })
-        .collect()
+fn completion(
+    job: &ClaimedJob,
+    attempt: Attempt,
+    now: chrono::DateTime<Utc>,
+    rng: &mut impl rand::Rng,
+) -> Completion {
+    let decision = match attempt.throttled_until {
+        // the provider pushed back: not the message's fault, no attempt spent
+        Some(at) => Decision::Hold { at },
+        None => decide(
+            job.attempt,
+            job.call,
+            job.max_attempts,
+            &attempt.result,
+            now,
+            rng,
+        ),
+    };
+    let (provider_message_id, error_code, error_message) = match &attempt.result {
+        Ok(id) => (Some(id.clone()), None, None),
+        Err(err) => (None, Some(err.code.clone()), err.row_message()),
+    };
+    let _span = delivery_span(job).entered();
+    match &attempt.result {
+        Ok(id) => tracing::info!(
+            channel = job.channel.as_str(),
+            attempt = job.attempt,
+            provider_message_id = id.as_str(),
+            latency_ms = attempt.provider_ms,
+            "delivered to the provider"
+        ),
+        Err(err) => log_failure(job, err, decision, attempt.provider_ms),
+    }
+    Completion {
+        job_id: job.id,
+        claim_token: job.claim_token,
+        call: job.call,
+        channel: job.channel,
+        decision,
+        provider_message_id,
+        error_code,
+        error_message,
+        started_at: attempt.started_at,
+        finished_at: attempt.finished_at,
+        job_created_at: job.created_at,
+    }
 }
 
 /// Logs a failed attempt (inside its [`delivery_span`]: job id and trace on the line).
