@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Throughput before and after a change: ours at the template's defaults (`bench --only ours`:
-# one worker invocation, batch 100, WORKER_CONCURRENCY 16, no-op deliveries, jobs/s by the
+# one worker invocation, batch 100, WORKER_CONCURRENCY 32, no-op deliveries, jobs/s by the
 # database's clock), the product at REV against the working tree, in turns ABBA (REV first in
 # odd rounds, the tree first in even ones), on one durable PostgreSQL started here with the
 # settings tests/scripts/bench.sh uses. Prints each round's jobs/s, each side's median, the

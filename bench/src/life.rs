@@ -8,7 +8,7 @@
 //!    ours through `JobStore::insert_many` (insert_jobs.sql: the request, the queue row and
 //!    the idempotency key; each request validated as the API validates it), theirs through
 //!    `graphile_worker.add_jobs` (the same payload, the same key as its `job_key`);
-//! 2. **work**: drained at the defaults (ours: one worker, batch 100, `WORKER_CONCURRENCY` 16;
+//! 2. **work**: drained at the defaults (ours: one worker, batch 100, `WORKER_CONCURRENCY` 32;
 //!    theirs: one process at its performance test's settings), every provider message id a
 //!    random UUIDv4 as SNS and SES give (ids in time order would only ever append to the
 //!    message id index);

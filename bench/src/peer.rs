@@ -4,7 +4,7 @@
 //! statement, as its performance test does.
 //!
 //! - **The headline, at the shipped defaults**: ours as the template deploys it (one worker
-//!   invocation, `WorkerBatchSize` 100, `WorkerConcurrency` 16) against graphile-worker at the
+//!   invocation, `WorkerBatchSize` 100, `WorkerConcurrency` 32) against graphile-worker at the
 //!   configuration its own performance test documents ([`SETTINGS`]: one process), run in
 //!   turns ABBA (ours, theirs, theirs, ours, ...) for `plan.peer_rounds` rounds: the median of
 //!   each side, the median of the rounds' ratios and its bootstrap 95% interval.
@@ -66,7 +66,7 @@ impl Settings {
 }
 
 /// Ours at the template's defaults: one worker invocation at a time, batch 100 (and the
-/// default `WORKER_CONCURRENCY`, 16).
+/// default `WORKER_CONCURRENCY`, 32).
 pub const OURS_DEFAULT: (usize, u32) = (1, 100);
 /// Theirs at its documented configuration: one process with [`SETTINGS`].
 pub const THEIRS_DEFAULT_PROCESSES: usize = 1;

@@ -1,6 +1,6 @@
 //! 13: the wake, the burst and the fan-out, at the shipped defaults: polling off, wake on,
 //! `WORKER_IDLE_MS` 2000, `WORKER_MAX_INVOCATIONS` 4 (unless a row says otherwise), batch
-//! 100, `WORKER_CONCURRENCY` 16, each invocation's deadline the worker's timeout (120 s).
+//! 100, `WORKER_CONCURRENCY` 32, each invocation's deadline the worker's timeout (120 s).
 //!
 //! Requests go through `Ingest::handle` with a `Waker` whose invoker starts worker
 //! invocations in-process as Lambda would ([`crate::lambda`]); every provider call waits

@@ -523,7 +523,7 @@ async fn ten_high_jobs_posted_after_a_thousand_normal_ones_are_among_the_first_1
         high.push(body["id"].as_str().unwrap().parse::<uuid::Uuid>().unwrap());
     }
 
-    // the next invocation, at the template's defaults (batch 100, 16 calls in flight)
+    // the next invocation, at the template's defaults (batch 100, 32 calls in flight)
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::v2026_01_12())
         .load()
         .await;

@@ -55,7 +55,7 @@ pub const DEFAULT_BUDGET: Duration = Duration::from_secs(60);
 pub struct WorkerConfig {
     /// Jobs claimed at once (`WORKER_BATCH_SIZE`, default 100).
     pub batch_size: u32,
-    /// Deliveries in flight at once (`WORKER_CONCURRENCY`, default 16).
+    /// Deliveries in flight at once (`WORKER_CONCURRENCY`, default 32).
     pub concurrency: usize,
     /// Each provider call's time limit (`PROVIDER_TIMEOUT_MS`, default 10000).
     pub provider_timeout: Duration,
@@ -74,7 +74,7 @@ impl WorkerConfig {
     pub fn new(delivery: DeliveryConfig) -> Self {
         Self {
             batch_size: 100,
-            concurrency: 16,
+            concurrency: 32,
             provider_timeout: Duration::from_millis(10_000),
             poll: Duration::ZERO,
             rate_limit_per_org_per_min: 0,
@@ -93,7 +93,7 @@ impl WorkerConfig {
         let delivery = DeliveryConfig::from_lookup(vars)?;
         Ok(Self {
             batch_size: vars.parse_or("WORKER_BATCH_SIZE", 100u32, 1..=1000)?,
-            concurrency: vars.parse_or("WORKER_CONCURRENCY", 16usize, 1..=256)?,
+            concurrency: vars.parse_or("WORKER_CONCURRENCY", 32usize, 1..=256)?,
             provider_timeout: Duration::from_millis(vars.parse_or(
                 "PROVIDER_TIMEOUT_MS",
                 10_000u64,
