@@ -30,19 +30,28 @@ impl Deliverer for OneSlow {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn finished_attempts_are_recorded_while_others_are_in_flight() {
+/// A worker running on its own task over `jobs` due jobs, the first of them slow until
+/// released.
+struct SlowRun {
+    client: tokio_postgres::Client,
+    ids: Vec<Uuid>,
+    deliverer: Arc<OneSlow>,
+    run: tokio::task::JoinHandle<Result<worker::WorkerSummary, notify_core::store::StoreError>>,
+    _db: TestDb,
+}
+
+async fn one_slow(jobs: i64, batch_size: u32, concurrency: usize) -> SlowRun {
     let db = TestDb::new().await;
     let client = db.client().await;
-    let ids = insert_due_jobs(&client, 5).await;
+    let ids = insert_due_jobs(&client, jobs).await;
     let deliverer = Arc::new(OneSlow {
         slow: ids[0],
         release: Notify::new(),
     });
     let store = Arc::new(db.store().await);
     let cfg = WorkerConfig {
-        batch_size: 5,
-        concurrency: 5,
+        batch_size,
+        concurrency,
         ..WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
     };
     let run = {
@@ -52,17 +61,42 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
             worker::run(store.as_ref(), deliverer.as_ref(), &cfg, deadline).await
         })
     };
+    SlowRun {
+        client,
+        ids,
+        deliverer,
+        run,
+        _db: db,
+    }
+}
 
-    // the four fast attempts are written while the slow one is still in flight
-    let mut recorded = 0;
+/// `count_sql`'s count once it reaches `want`, or the last one after 5 s.
+async fn count_until(client: &tokio_postgres::Client, count_sql: &str, want: i64) -> i64 {
+    let mut counted = 0;
     for _ in 0..250 {
-        recorded =
-            integration_tests::count(&client, "SELECT count(*) FROM job_attempt_history").await;
-        if recorded == 4 {
+        counted = integration_tests::count(client, count_sql).await;
+        if counted == want {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    counted
+}
+
+const SENT: &str = "SELECT count(*) FROM job_states WHERE status = 'sent'";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_attempts_are_recorded_while_others_are_in_flight() {
+    let SlowRun {
+        client,
+        ids,
+        deliverer,
+        run,
+        _db,
+    } = one_slow(5, 5, 5).await;
+
+    // the four fast attempts are written while the slow one is still in flight
+    let recorded = count_until(&client, "SELECT count(*) FROM job_attempt_history", 4).await;
     assert_eq!(
         recorded, 4,
         "the finished attempts are recorded before the batch ends"
@@ -80,12 +114,7 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
     deliverer.release.notify_one();
     let summary = run.await.unwrap().unwrap();
     assert_eq!((summary.claimed, summary.sent, summary.batches), (5, 5, 1));
-    let sent: i64 = integration_tests::count(
-        &client,
-        "SELECT count(*) FROM job_states WHERE status = 'sent'",
-    )
-    .await;
-    assert_eq!(sent, 5);
+    assert_eq!(integration_tests::count(&client, SENT).await, 5);
 }
 
 /// A slow call holds its slot, not the worker: while it runs, the other slot delivers the
@@ -93,38 +122,14 @@ async fn finished_attempts_are_recorded_while_others_are_in_flight() {
 /// would wait for the slow call before its next claim).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_call_leaves_the_other_slots_claiming_and_delivering() {
-    let db = TestDb::new().await;
-    let client = db.client().await;
-    let ids = insert_due_jobs(&client, 20).await;
-    let deliverer = Arc::new(OneSlow {
-        slow: ids[0],
-        release: Notify::new(),
-    });
-    let store = Arc::new(db.store().await);
-    let cfg = WorkerConfig {
-        batch_size: 5,
-        concurrency: 2,
-        ..WorkerConfig::new(DeliveryConfig::new("noreply@example.com"))
-    };
-    let run = {
-        let (store, deliverer) = (store.clone(), deliverer.clone());
-        tokio::spawn(async move {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            worker::run(store.as_ref(), deliverer.as_ref(), &cfg, deadline).await
-        })
-    };
-    let mut sent = 0;
-    for _ in 0..250 {
-        sent = integration_tests::count(
-            &client,
-            "SELECT count(*) FROM job_states WHERE status = 'sent'",
-        )
-        .await;
-        if sent == 19 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let SlowRun {
+        client,
+        deliverer,
+        run,
+        _db,
+        ..
+    } = one_slow(20, 5, 2).await;
+    let sent = count_until(&client, SENT, 19).await;
     deliverer.release.notify_one();
     assert_eq!(
         sent, 19,
