@@ -3,10 +3,10 @@
 //!
 //! Each round cold-starts a worker (batches of 16, 4 provider calls in flight, each chunk
 //! held [`PROVIDER_DELAY`] each way by the proxy), invokes it and SIGKILLs it 30–930 ms in.
-//! The worker writes results as they arrive, a burst at a time, so a kill re-sends at most
-//! the messages whose results were not yet written: the 4 calls in flight and, when it lands
-//! while a burst of answers is being written, that burst (the next calls start before it is
-//! written): at most 2 × 4 per kill, and never more than the jobs it held. The suite gives
+//! The worker writes results as they arrive (every 50 ms) and starts a call only while fewer
+//! than 2 × 4 messages are handed over and not yet recorded, so a kill re-sends at most the
+//! messages whose results were not yet written: at most 2 × 4 per kill, and never more than
+//! the jobs it held. The suite gives
 //! every duplicate to a kill whose invocation held its job (or to that job's own call that
 //! timed out, whose fate is unknown too) and holds each kill to its own bound.
 
@@ -27,9 +27,10 @@ pub const SCENARIO: Scenario = Scenario {
     run: |s| Box::pin(run(s)),
 };
 
-/// The same, with workers that record a batch's results only once all of them are in
-/// (tests/mutants/record-at-batch-end.patch): a kill then re-sends every message its batch
-/// had sent so far, more than it had in flight, and the per-kill bound must say so.
+/// The same, with workers that record a batch's results only once all of them are in, claim
+/// no more meanwhile and keep no window (tests/mutants/record-at-batch-end.patch): a kill
+/// then re-sends every message its batch had sent so far, more than it had in flight, and
+/// the per-kill bound must say so.
 pub const RECORD_AT_BATCH_END: Mutant = Mutant {
     title: "a worker that records results only at the end of its batch",
     patch: Some("record-at-batch-end"),
