@@ -256,20 +256,6 @@ $$;
 
 
 --
--- Name: request_payload(uuid, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.request_payload(job_id uuid, job_created_at timestamp with time zone) RETURNS jsonb
-    LANGUAGE plpgsql STABLE PARALLEL SAFE
-    AS $$
-BEGIN
-    RETURN (SELECT r.payload FROM job_requests AS r
-            WHERE r.id = job_id AND r.created_at = job_created_at);
-END
-$$;
-
-
---
 -- Name: send_pace_factor(double precision, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -129,11 +129,12 @@ claimed AS (
     WHERE q.id = due.id
     RETURNING q.id, q.organization_id, q.channel,
               -- the payload, stored once: the request's, one probe of job_requests_key in
-              -- the partition of the job's day, by a function whose plan the connection keeps
-              -- (never a join the planner could turn into a scan of the partitions, nor a
-              -- subquery planned over every day's partition on each call: migration 0013);
-              -- the queue row's copy where ingest still writes one (migration 0012)
-              coalesce(q.payload, request_payload(q.id, q.created_at)) AS payload,
+              -- the partition of the job's day (a subquery per row: never a join the planner
+              -- could turn into a scan of the partitions); the queue row's copy where ingest
+              -- still writes one (migration 0012)
+              coalesce(q.payload,
+                       (SELECT r.payload FROM job_requests AS r
+                        WHERE r.id = q.id AND r.created_at = q.created_at)) AS payload,
               q.attempts, q.max_attempts, q.tries, q.claim_token, q.claimed_at,
               q.trace_header, q.created_at,
               -- the batch's order, for the answer
