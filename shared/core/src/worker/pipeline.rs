@@ -298,13 +298,10 @@ impl<'a> Pipeline<'a> {
     /// already ([`super::batch_size_for`]), at most a batch.
     fn claim_size(&self) -> u32 {
         let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let Some(fits) = super::batch_size_for(self.cfg, remaining) else {
-            return 0;
-        };
         let held = (self.local.len() + self.calls.len()) as u32;
-        let waves_fit = super::waves_for(self.cfg, remaining)
+        let room = super::waves_for(self.cfg, remaining)
             .saturating_mul(self.cfg.concurrency.max(1) as u32);
-        fits.min(waves_fit.saturating_sub(held))
+        self.cfg.batch_size.min(room.saturating_sub(held))
     }
 
     /// A write came back: counts what it applied and adds what it claimed.
@@ -332,8 +329,7 @@ impl<'a> Pipeline<'a> {
             Err(err) => {
                 // stop here: what is in flight is left to the sweeper (the provider may have
                 // been called); what was never handed over goes back, its attempt refunded
-                let calls = std::mem::take(&mut self.calls);
-                drop(calls);
+                self.calls.clear();
                 let untried: Vec<GiveBack> = self
                     .local
                     .drain(..)
