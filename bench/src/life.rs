@@ -48,7 +48,7 @@ use crate::db::{Bench, DB, ORG, PEER_DB, set_autovacuum};
 use crate::peer::{self, OURS_DEFAULT, SETTINGS, THEIRS_DEFAULT_PROCESSES, Task};
 use crate::probe::{Deltas, Probe};
 use crate::stats::{rounded, rounded_opt};
-use crate::worked;
+use crate::{walmap, worked};
 
 /// Requests per ingest statement on both sides: a batch request's size.
 pub const INGEST_BATCH: usize = 100;
@@ -166,11 +166,13 @@ async fn tracked<T>(
     helper: &Client,
     run: impl std::future::Future<Output = Result<T>>,
 ) -> Result<(Phase, T)> {
+    let at = walmap::mark(helper).await;
     let mark = probe.begin(helper).await?;
     let started = Instant::now();
     let out = run.await;
     let secs = started.elapsed().as_secs_f64();
     let deltas = probe.end(mark).await?;
+    walmap::print(helper, name, jobs, at).await;
     let out = out.with_context(|| format!("the {name} phase"))?;
     let ms = statements_ms(&deltas);
     Ok((phase(name, jobs, secs, deltas.wal_bytes, ms), out))
@@ -484,11 +486,13 @@ where
     F: FnOnce(&'a Client) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
+    let at = walmap::mark(client).await;
     let wal0 = wal(client).await?;
     let started = Instant::now();
     run(client).await?;
     let secs = started.elapsed().as_secs_f64();
     let wal_bytes = (wal(client).await? - wal0) as f64;
+    walmap::print(client, name, jobs, at).await;
     Ok(phase(name, jobs, secs, wal_bytes, Some(secs * 1000.0)))
 }
 

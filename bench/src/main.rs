@@ -45,6 +45,7 @@ mod soak;
 mod stats;
 mod targets;
 mod wake;
+mod walmap;
 mod worked;
 mod writes;
 

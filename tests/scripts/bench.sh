@@ -26,6 +26,8 @@
 #
 # BENCH_PAYLOAD_COPY=1 with --only life: ingest copies each payload into the queue row, as on
 # a database upgraded from 1.0 (the design before migration 0012; decision 0017).
+# BENCH_WAL_BY_RELATION=1 with --only life: each phase's WAL by relation on stderr
+# (pg_walinspect; bench/src/walmap.rs).
 #
 # Any other arguments go to the bench binary (--peer, --no-peer, --history N: finished jobs
 # beside the queue for the claim latency, 10,000,000 in a full run). BENCH_PROFILE overrides
