@@ -108,11 +108,10 @@ async fn fill(bench: &Bench, n: i64, ordered: bool) -> Result<(f64, i64)> {
             .execute(
                 &format!(
                     "INSERT INTO status_events (id, organization_id, job_id, type, created_at,
-                                                data, next_attempt_at, published_at)
-                     SELECT {id}, '{ORG}'::uuid, j.job, 'notification.sent', s.t,
-                            status_event_data(j.job, '{ORG}'::uuid, 'sms', 'sent',
-                                              'processing', 1, 'm-' || s.g, NULL, NULL),
-                            s.t, s.t
+                                                published_at, status, previous_status,
+                                                channel, attempt, provider_message_id)
+                     SELECT {id}, '{ORG}'::uuid, j.job, 'notification.sent', s.t, s.t,
+                            'sent', 'processing', 'sms', 1, 'm-' || s.g
                      FROM (SELECT g, now() - interval '30 days'
                                      + (interval '30 days' / $3::bigint) * g AS t
                            FROM generate_series($1::bigint, $2::bigint - 1) AS g) AS s

@@ -31,12 +31,15 @@ use crate::stats::{median, rounded};
 /// The database of the row claims, beside the bench's own (the cursor, as migrated).
 const ROW_CLAIMS_DB: &str = "notif_bench_row_claims";
 
-/// What 0010 and 0011 changed, taken away: events wait unpublished, as before.
+/// What 0010 and 0011 changed, taken away: events wait unpublished, as before, due at once
+/// (the retry path's columns, which the triggers leave to their defaults since 0013).
 const BEFORE_0010: &str = "ALTER TABLE status_events ALTER COLUMN published_at DROP DEFAULT;
      ALTER TABLE status_events ALTER COLUMN tx DROP DEFAULT;
+     ALTER TABLE status_events ALTER COLUMN next_attempt_at SET DEFAULT now();
+     ALTER TABLE status_events ALTER COLUMN attempts SET DEFAULT 0;
      DROP INDEX status_events_stream;";
 
-/// claim_events.sql before 0010.
+/// claim_events.sql before 0010 (its `data` read as 0013 reads it).
 const ROW_CLAIM: &str = r#"WITH due AS (
     SELECT id
     FROM status_events
@@ -53,7 +56,8 @@ SET claim_token = gen_random_uuid(),
     attempts    = e.attempts + 1
 FROM due
 WHERE e.id = due.id
-RETURNING e.id, e.type AS event_type, e.created_at, e.organization_id, e.sequence, e.data, e.claim_token, e.attempts"#;
+RETURNING e.id, e.type AS event_type, e.created_at, e.organization_id, e.sequence,
+          status_event_body(e) AS data, e.claim_token, e.attempts"#;
 
 /// complete_events.sql before 0010.
 const ROW_COMPLETE: &str = r#"WITH input AS (

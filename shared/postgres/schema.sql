@@ -267,6 +267,85 @@ $$;
 
 
 --
+-- Name: time_ordered_uuid(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.time_ordered_uuid() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    SELECT encode(
+               set_bit(set_bit(
+                   overlay(uuid_send(gen_random_uuid())
+                           PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp())
+                                                            * 1000)::bigint) FROM 3)
+                           FROM 1 FOR 6),
+                   52, 1), 53, 1),
+               'hex')::uuid
+$$;
+
+
+--
+-- Name: status_event_sequence; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.status_event_sequence
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: status_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.status_events (
+    id uuid DEFAULT public.time_ordered_uuid() NOT NULL,
+    sequence bigint DEFAULT nextval('public.status_event_sequence'::regclass) NOT NULL,
+    organization_id uuid NOT NULL,
+    job_id uuid NOT NULL,
+    type text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    data jsonb,
+    published_at timestamp with time zone DEFAULT now(),
+    next_attempt_at timestamp with time zone,
+    attempts integer,
+    claim_token uuid,
+    claimed_at timestamp with time zone,
+    last_error text,
+    tx xid8 DEFAULT pg_current_xact_id(),
+    status text,
+    previous_status text,
+    channel text,
+    attempt integer,
+    provider_message_id text,
+    error_code text,
+    error_message text,
+    CONSTRAINT status_events_type_check CHECK ((type ~~ 'notification.%'::text))
+)
+WITH (fillfactor='80');
+
+
+--
+-- Name: status_event_body(public.status_events); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.status_event_body(e public.status_events) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(e.data,
+                    status_event_data(e.job_id, e.organization_id, e.channel, e.status,
+                                      e.previous_status, e.attempt, e.provider_message_id,
+                                      e.error_code, e.error_message))
+$$;
+
+
+--
 -- Name: status_event_data(uuid, uuid, text, text, text, integer, text, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -305,14 +384,13 @@ CREATE FUNCTION public.status_events_changed() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO status_events (organization_id, job_id, type, created_at, data, next_attempt_at)
+    INSERT INTO status_events (organization_id, job_id, type, created_at, status,
+                               previous_status, channel, attempt, provider_message_id)
     SELECT n.organization_id, n.job_id, 'notification.' || n.status, n.updated_at,
-           status_event_data(n.job_id, n.organization_id,
-                             CASE n.provider WHEN 'sns' THEN 'sms' WHEN 'ses' THEN 'email'
-                                  ELSE job_channel(n.job_id, n.created_at) END,
-                             n.status::text, o.status::text, n.tries, n.provider_message_id,
-                             NULL, NULL),
-           n.updated_at
+           n.status::text, o.status::text,
+           CASE n.provider WHEN 'sns' THEN 'sms' WHEN 'ses' THEN 'email'
+                ELSE job_channel(n.job_id, n.created_at) END,
+           n.tries, n.provider_message_id
     FROM after_change AS n
     JOIN before_change AS o ON o.job_id = n.job_id AND o.created_at = n.created_at
     WHERE n.status IS DISTINCT FROM o.status;
@@ -329,12 +407,12 @@ CREATE FUNCTION public.status_events_complained() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO status_events (organization_id, job_id, type, created_at, data, next_attempt_at)
+    INSERT INTO status_events (organization_id, job_id, type, created_at, status,
+                               previous_status, channel, attempt, provider_message_id,
+                               error_code, error_message)
     SELECT o.organization_id, o.job_id, 'notification.complained', n.applied_at,
-           status_event_data(o.job_id, o.organization_id, n.channel, o.status::text,
-                             o.status::text, n.attempt, n.provider_message_id,
-                             'complaint', n.subtype),
-           n.applied_at
+           o.status::text, o.status::text, n.channel, n.attempt, n.provider_message_id,
+           'complaint', status_event_redact(n.subtype)
     FROM after_change AS n
     JOIN before_change AS b ON b.id = n.id
     JOIN job_outcomes AS o ON o.job_id = n.job_id
@@ -352,22 +430,22 @@ CREATE FUNCTION public.status_events_ended() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO status_events (organization_id, job_id, type, created_at, data, next_attempt_at)
+    INSERT INTO status_events (organization_id, job_id, type, created_at, status,
+                               previous_status, channel, attempt, provider_message_id,
+                               error_code, error_message)
     SELECT e.organization_id, e.job_id, 'notification.' || e.status, e.updated_at,
-           status_event_data(e.job_id, e.organization_id,
-                             CASE e.provider WHEN 'sns' THEN 'sms' WHEN 'ses' THEN 'email'
-                                  ELSE job_channel(e.job_id, e.created_at) END,
-                             e.status::text,
-                             CASE WHEN e.status IN ('sent', 'dead') THEN 'processing'
-                                  WHEN e.tries > CASE WHEN e.status = 'expired' THEN 1 ELSE 0 END
-                                      THEN 'failed'
-                                  ELSE 'pending' END,
-                             e.tries, e.provider_message_id,
-                             CASE WHEN e.status = 'dead'
-                                  THEN coalesce(e.error_code, split_part(e.last_error, ':', 1)) END,
-                             CASE WHEN e.status IN ('dead', 'expired')
-                                  THEN coalesce(e.error_message, e.last_error) END),
-           e.updated_at
+           e.status::text,
+           CASE WHEN e.status IN ('sent', 'dead') THEN 'processing'
+                WHEN e.tries > CASE WHEN e.status = 'expired' THEN 1 ELSE 0 END
+                    THEN 'failed'
+                ELSE 'pending' END,
+           CASE e.provider WHEN 'sns' THEN 'sms' WHEN 'ses' THEN 'email'
+                ELSE job_channel(e.job_id, e.created_at) END,
+           e.tries, e.provider_message_id,
+           CASE WHEN e.status = 'dead'
+                THEN coalesce(e.error_code, split_part(e.last_error, ':', 1)) END,
+           CASE WHEN e.status IN ('dead', 'expired')
+                THEN status_event_redact(coalesce(e.error_message, e.last_error)) END
     FROM ended AS e;
     RETURN NULL;
 END
@@ -401,39 +479,16 @@ CREATE FUNCTION public.status_events_requeued() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    INSERT INTO status_events (organization_id, job_id, type, created_at, data, next_attempt_at)
+    INSERT INTO status_events (organization_id, job_id, type, created_at, status,
+                               previous_status, channel, attempt)
     SELECT r.organization_id, r.job_id, 'notification.requeued', now(),
-           status_event_data(r.job_id, r.organization_id, q.channel, 'pending',
-                             r.status::text, r.tries, NULL, NULL, NULL),
-           now()
+           'pending', r.status::text, q.channel, r.tries
     FROM removed AS r
     JOIN job_queue AS q ON q.id = r.job_id;
     RETURN NULL;
 END
 $$;
 
-
---
--- Name: time_ordered_uuid(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.time_ordered_uuid() RETURNS uuid
-    LANGUAGE sql PARALLEL SAFE
-    AS $$
-    SELECT encode(
-               set_bit(set_bit(
-                   overlay(uuid_send(gen_random_uuid())
-                           PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp())
-                                                            * 1000)::bigint) FROM 3)
-                           FROM 1 FOR 6),
-                   52, 1), 53, 1),
-               'hex')::uuid
-$$;
-
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
 
 --
 -- Name: delivery_feedback; Type: TABLE; Schema: public; Owner: -
@@ -765,42 +820,6 @@ CREATE TABLE public.send_pace (
 
 
 --
--- Name: status_event_sequence; Type: SEQUENCE; Schema: public; Owner: -
---
-
-CREATE SEQUENCE public.status_event_sequence
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1;
-
-
---
--- Name: status_events; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.status_events (
-    id uuid DEFAULT public.time_ordered_uuid() NOT NULL,
-    sequence bigint DEFAULT nextval('public.status_event_sequence'::regclass) NOT NULL,
-    organization_id uuid NOT NULL,
-    job_id uuid NOT NULL,
-    type text NOT NULL,
-    created_at timestamp with time zone NOT NULL,
-    data jsonb NOT NULL,
-    published_at timestamp with time zone DEFAULT now(),
-    next_attempt_at timestamp with time zone NOT NULL,
-    attempts integer DEFAULT 0 NOT NULL,
-    claim_token uuid,
-    claimed_at timestamp with time zone,
-    last_error text,
-    tx xid8 DEFAULT pg_current_xact_id(),
-    CONSTRAINT status_events_type_check CHECK ((type ~~ 'notification.%'::text))
-)
-WITH (fillfactor='80');
-
-
---
 -- Name: suppressions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1052,6 +1071,14 @@ ALTER TABLE ONLY public.schema_migrations
 
 ALTER TABLE ONLY public.send_pace
     ADD CONSTRAINT send_pace_pkey PRIMARY KEY (channel);
+
+
+--
+-- Name: status_events status_events_data_or_fields; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.status_events
+    ADD CONSTRAINT status_events_data_or_fields CHECK (((data IS NOT NULL) OR (status IS NOT NULL))) NOT VALID;
 
 
 --

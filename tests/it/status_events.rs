@@ -24,8 +24,8 @@ use uuid::Uuid;
 async fn events_of(client: &Client, job: Uuid) -> Vec<(String, Value)> {
     client
         .query(
-            "SELECT type, data || jsonb_build_object('sequence', sequence)
-             FROM status_events WHERE job_id = $1 ORDER BY sequence",
+            "SELECT type, status_event_body(e) || jsonb_build_object('sequence', sequence)
+             FROM status_events AS e WHERE job_id = $1 ORDER BY sequence",
             &[&job],
         )
         .await
@@ -220,7 +220,7 @@ async fn every_status_change_writes_its_event_with_the_change() {
 
     // no event carries a recipient or a body
     let all: Vec<String> = client
-        .query("SELECT data::text FROM status_events", &[])
+        .query("SELECT e::text FROM status_events AS e", &[])
         .await
         .unwrap()
         .iter()

@@ -9,7 +9,8 @@
 --    them.
 --  * The refused ones: SKIP LOCKED, as jobs are, each with a fresh claim token and its
 --    attempt counted.
--- complete_events.sql checks the tokens.
+-- complete_events.sql checks the tokens. Each event's `data` is built from its columns as it
+-- is read (status_event_body, 0013).
 WITH cursor AS (
     UPDATE event_cursors AS c
     SET claim_token = gen_random_uuid(),
@@ -28,7 +29,9 @@ stream AS (
            c.claim_token, 1 AS attempts
     FROM cursor AS c
     CROSS JOIN LATERAL (
-        SELECT * FROM status_events AS e
+        SELECT e.id, e.type, e.created_at, e.organization_id, e.sequence,
+               status_event_body(e) AS data
+        FROM status_events AS e
         WHERE e.tx IS NOT NULL
           AND (e.tx, e.sequence) > (c.last_tx, c.last_sequence)
           AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
@@ -53,8 +56,8 @@ refused AS (
         attempts    = e.attempts + 1
     FROM due
     WHERE e.id = due.id
-    RETURNING e.id, e.type AS event_type, e.created_at, e.organization_id, e.sequence, e.data,
-              e.claim_token, e.attempts
+    RETURNING e.id, e.type AS event_type, e.created_at, e.organization_id, e.sequence,
+              status_event_body(e) AS data, e.claim_token, e.attempts
 )
 SELECT * FROM stream
 UNION ALL

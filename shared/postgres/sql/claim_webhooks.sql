@@ -40,4 +40,4 @@ RETURNING d.id AS delivery_id, d.claim_token, d.endpoint_id, w.url, w.secret,
           CASE WHEN w.previous_until > coalesce($3::timestamptz, now())
                THEN w.previous_secret END AS previous_secret,
           d.attempts AS attempt, e.id AS event_id, e.type AS event_type, e.created_at, e.organization_id,
-          e.sequence, e.data
+          e.sequence, status_event_body(e) AS data
