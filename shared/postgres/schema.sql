@@ -127,8 +127,15 @@ BEGIN
                        FROM unnest(ARRAY['job_attempts', 'job_outcomes', 'job_requests']) AS t
                        WHERE to_regclass(t || '_' || to_char(d, 'YYYYMMDD')) IS NOT NULL);
         BEGIN
-            DELETE FROM idempotency_keys
-            WHERE job_created_at >= day_start AND job_created_at < day_end;
+            -- the day's keys, through its requests (a key and its request are written by one
+            -- statement, on one day: insert_jobs.sql)
+            DELETE FROM idempotency_keys AS k
+            USING job_requests AS r
+            WHERE r.created_at >= day_start AND r.created_at < day_end
+              AND r.idempotency_key IS NOT NULL
+              AND k.organization_id = r.organization_id
+              AND k.idempotency_key = r.idempotency_key
+              AND k.job_id = r.id;
             IF cardinality(parts) > 0 THEN
                 EXECUTE 'LOCK TABLE ' || (SELECT string_agg(quote_ident(p), ', ') FROM unnest(parts) AS p)
                         || ' IN ACCESS EXCLUSIVE MODE';
@@ -1167,13 +1174,6 @@ CREATE INDEX delivery_feedback_waiting ON public.delivery_feedback USING btree (
 
 
 --
--- Name: idempotency_keys_by_day; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idempotency_keys_by_day ON public.idempotency_keys USING btree (job_created_at);
-
-
---
 -- Name: job_attempts_by_message_id; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1227,13 +1227,6 @@ CREATE INDEX job_queue_listing ON public.job_queue USING btree (organization_id,
 --
 
 CREATE INDEX job_requests_listing ON ONLY public.job_requests USING btree (organization_id, created_at, id);
-
-
---
--- Name: status_events_created; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX status_events_created ON public.status_events USING btree (created_at);
 
 
 --

@@ -562,12 +562,22 @@ async fn retention_drops_old_events_attempts_and_their_waiting_deliveries() {
     endpoint(&store, org, &down.url("down"), None).await;
     sent_jobs(&store, &client, org, 3).await;
     dispatch(&store, &local()).await;
-    // two of the events (and every attempt) are 31 days old; one delivery of an old event
-    // still waits (its endpoint, say, disabled)
+    // two of the events (and every attempt) are 31 days old: made then, so their ids
+    // (UUIDv7) carry that time; one delivery of an old event still waits (its endpoint, say,
+    // disabled)
     client
         .batch_execute(
-            "UPDATE status_events SET created_at = now() - interval '31 days'
-             WHERE id IN (SELECT id FROM status_events ORDER BY sequence LIMIT 2);
+            "CREATE TEMP TABLE aged AS
+                 SELECT id AS was,
+                        encode(overlay(uuid_send(id)
+                                       PLACING substring(int8send(floor(extract(epoch FROM
+                                           now() - interval '31 days') * 1000)::bigint) FROM 3)
+                                       FROM 1 FOR 6), 'hex')::uuid AS id
+                 FROM status_events ORDER BY sequence LIMIT 2;
+             UPDATE webhook_deliveries AS d SET event_id = a.id FROM aged AS a
+             WHERE d.event_id = a.was;
+             UPDATE status_events AS e SET id = a.id, created_at = now() - interval '31 days'
+             FROM aged AS a WHERE e.id = a.was;
              UPDATE webhook_attempts SET started_at = now() - interval '31 days';",
         )
         .await

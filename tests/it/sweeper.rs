@@ -309,8 +309,12 @@ async fn retention_drops_a_day_once_its_jobs_all_ended_long_enough_ago() {
     one_sent_attempt_each(&client).await;
     client
         .execute(
-            "INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
-             SELECT organization_id, 'key-' || id, id, created_at FROM job_requests",
+            "WITH keyed AS (
+                 UPDATE job_requests SET idempotency_key = 'key-' || id, request_hash = 'h'
+                 RETURNING organization_id, idempotency_key, id, created_at
+             )
+             INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
+             SELECT organization_id, idempotency_key, id, created_at FROM keyed",
             &[],
         )
         .await
@@ -836,8 +840,13 @@ async fn a_requeue_racing_its_days_drop_never_leaves_a_queue_row_without_its_his
         .get(0);
     client
         .execute(
-            "INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
-             SELECT organization_id, 'key', id, created_at FROM job_requests WHERE id = $1",
+            "WITH keyed AS (
+                 UPDATE job_requests SET idempotency_key = 'key', request_hash = 'h'
+                 WHERE id = $1
+                 RETURNING organization_id, idempotency_key, id, created_at
+             )
+             INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
+             SELECT organization_id, idempotency_key, id, created_at FROM keyed",
             &[&id],
         )
         .await

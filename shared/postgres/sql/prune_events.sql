@@ -5,10 +5,12 @@
 WITH cutoff AS (
     SELECT coalesce($3::timestamptz, now()) - make_interval(days => $1) AS at
 ),
+-- an event's id is a UUIDv7 made with the event (0009): the old ones are the primary key's
+-- range below the cutoff's, read oldest first
 old AS (
     SELECT id FROM status_events
-    WHERE created_at < (SELECT at FROM cutoff)
-    ORDER BY created_at
+    WHERE id < job_id_floor((SELECT at FROM cutoff))
+    ORDER BY id
     LIMIT $2
 ),
 deliveries AS (
