@@ -362,6 +362,58 @@ async fn twenty_concurrent_repeats_of_one_key_make_one_job() {
     assert_eq!(job_count(&db).await, 1);
 }
 
+/// The race the key's plain insert leaves (insert_jobs.sql): a repeat whose statement
+/// starts while the first holds the key uncommitted waits for it, fails on the key, and is
+/// run again by the store, which then answers the first's job (200). Forced here: the first's
+/// queue row takes 500 ms to insert, after its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_repeat_racing_an_uncommitted_key_answers_the_first_job() {
+    let db = TestDb::new().await;
+    let org = new_org();
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "CREATE FUNCTION slow_queue_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$;
+             CREATE TRIGGER slow_queue_insert AFTER INSERT ON job_queue
+                 FOR EACH STATEMENT EXECUTE FUNCTION slow_queue_insert();",
+        )
+        .await
+        .unwrap();
+    let request = || {
+        ApiRequest::post(Version::V2, &email())
+            .org(org)
+            .header("idempotency-key", "welcome-8")
+            .build()
+    };
+    let (first, repeat) = (
+        Arc::new(service(&db, false).await),
+        Arc::new(service(&db, false).await),
+    );
+    let first = tokio::spawn({
+        let request = request();
+        async move { parts(&first.handle(request).await) }
+    });
+    // the repeat starts once the first holds its key, uncommitted
+    for _ in 0..200 {
+        let sleeping = integration_tests::count(
+            &client,
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+        )
+        .await;
+        if sleeping > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let (status, again) = parts(&repeat.handle(request()).await);
+    let (first_status, first) = first.await.unwrap();
+    assert_eq!(first_status, StatusCode::ACCEPTED, "{first}");
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["id"], first["id"]);
+    assert_eq!(job_count(&db).await, 1);
+}
+
 /// The priority a request asked for, as stored: the request's and its queue row's.
 /// A job's priority as its request and its queue row hold it.
 pub(crate) async fn stored_priority(db: &TestDb, id: &str) -> (String, String) {

@@ -4,17 +4,21 @@
 -- The payload's `to` is the recipient as the suppression list keys it (ingest normalised it
 -- with domain::normalize_recipient), compared as it is.
 -- With an idempotency key, a repeat inserts nothing (the key's row in idempotency_keys
--- decides, also between concurrent repeats and between two items of one batch) and returns
--- no row. An inserted job is queued in the same statement (job_queue).
+-- decides, also between concurrent repeats and between two items of one batch: the first
+-- of them) and returns no row. An inserted job is queued in the same statement (job_queue).
+-- The key is inserted where no committed row holds it, with no ON CONFLICT: its speculative
+-- insertion writes a second WAL record for every key (decision 0019). A concurrent repeat
+-- that commits the same key first makes this statement fail on idempotency_keys_pkey
+-- (after waiting for it); the store runs it again, and then finds the key.
 -- $11 the priorities, as text ('high', 'normal', 'low'): the request keeps its own, and the
 -- queue row a copy (the claim reads no other table).
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::int[],
                 $6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[],
-                $11::text[]::job_priority[])
+                $11::text[]::job_priority[]) WITH ORDINALITY
          AS t(id, organization_id, channel, payload, max_attempts, next_attempt_at,
-              idempotency_key, request_hash, expires_at, trace_header, priority)
+              idempotency_key, request_hash, expires_at, trace_header, priority, item)
 ),
 blocked AS (
     SELECT i.id
@@ -25,11 +29,15 @@ blocked AS (
 ),
 keyed AS (
     INSERT INTO idempotency_keys (organization_id, idempotency_key, job_id, job_created_at)
-    SELECT organization_id, idempotency_key, id, now()
-    FROM input
-    WHERE idempotency_key IS NOT NULL
-      AND id NOT IN (SELECT id FROM blocked)
-    ON CONFLICT (organization_id, idempotency_key) DO NOTHING
+    SELECT DISTINCT ON (i.organization_id, i.idempotency_key)
+           i.organization_id, i.idempotency_key, i.id, now()
+    FROM input AS i
+    WHERE i.idempotency_key IS NOT NULL
+      AND i.id NOT IN (SELECT id FROM blocked)
+      AND NOT EXISTS (SELECT FROM idempotency_keys AS k
+                      WHERE k.organization_id = i.organization_id
+                        AND k.idempotency_key = i.idempotency_key)
+    ORDER BY i.organization_id, i.idempotency_key, i.item
     RETURNING job_id
 ),
 -- the request, in the partition of its day

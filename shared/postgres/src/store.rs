@@ -168,6 +168,21 @@ fn stale_plan(err: &tokio_postgres::Error) -> bool {
     })
 }
 
+/// How many times ingest's statement runs when concurrent repeats of a key keep committing
+/// it first (`insert_many`).
+const KEY_RACE_TRIES: u32 = 5;
+
+/// Whether `err` is a statement that lost a race for an idempotency key: a concurrent
+/// repeat committed the key first (insert_jobs.sql).
+fn lost_a_key_race(err: &StoreError) -> bool {
+    let StoreError::Database(e) = err else {
+        return false;
+    };
+    e.as_db_error().is_some_and(|db| {
+        *db.code() == SqlState::UNIQUE_VIOLATION && db.constraint() == Some("idempotency_keys_pkey")
+    })
+}
+
 /// How long a store call may take before it is cancelled, unless configured otherwise.
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -608,24 +623,30 @@ impl JobStore for PgStore {
             .collect();
         let traces: Vec<Option<&str>> = jobs.iter().map(|j| j.trace_header.as_deref()).collect();
         let priorities: Vec<&str> = jobs.iter().map(|j| j.priority.as_str()).collect();
-        let rows = self
-            .query(
-                &sql::INSERT_JOBS,
-                &[
-                    &ids,
-                    &orgs,
-                    &channels,
-                    &payloads,
-                    &max_attempts,
-                    &due,
-                    &keys,
-                    &hashes,
-                    &expires,
-                    &traces,
-                    &priorities,
-                ],
-            )
-            .await?;
+        let params: [&(dyn ToSql + Sync); 11] = [
+            &ids,
+            &orgs,
+            &channels,
+            &payloads,
+            &max_attempts,
+            &due,
+            &keys,
+            &hashes,
+            &expires,
+            &traces,
+            &priorities,
+        ];
+        // A repeat of one of these keys that committed while the statement ran fails it on
+        // the key (insert_jobs.sql inserts keys with no ON CONFLICT); nothing was written, and
+        // run again the statement finds the key. Each further failure needs yet another
+        // repeat committed in between: a few tries end any real race.
+        let mut tries = 1;
+        let rows = loop {
+            match self.query(&sql::INSERT_JOBS, &params).await {
+                Err(e) if tries < KEY_RACE_TRIES && lost_a_key_race(&e) => tries += 1,
+                rows => break rows?,
+            }
+        };
         let mut created = std::collections::HashMap::with_capacity(rows.len());
         let mut suppressed = std::collections::HashSet::new();
         for row in &rows {
@@ -641,8 +662,9 @@ impl JobStore for PgStore {
             let summary = summary(row.id, status, next_attempt_at)?;
             created.insert(summary.id, summary);
         }
-        // Only a key conflict inserts nothing; the job holding the key has committed by now
-        // (ON CONFLICT waited for it), so this read sees it. Keys are per organization.
+        // Only a key already held inserts nothing; the job holding it has committed (the
+        // statement saw its row, or waited for it and ran again), so this read sees it. Keys
+        // are per organization.
         let mut existing = std::collections::HashMap::new();
         let missing: Vec<(Uuid, &str)> = jobs
             .iter()
