@@ -3,7 +3,7 @@
 //! transaction, after a cursor one reader holds at a time; an event the bus refused is
 //! retried apart; a reader lost past its lease is fenced.
 //!
-//! The events are written as the triggers of 0004 write them (the columns they name, the
+//! The events are written as the triggers write them since 0013 (the columns they name, the
 //! rest by default), on connections of their own, so that transactions can be held open.
 //! The horizon is the cluster's: a transaction of another test's database, still open, may
 //! hold it back, so each read that expects events reads until they come (a bounded wait).
@@ -24,9 +24,10 @@ const LEASE: Duration = Duration::from_secs(30);
 async fn record(client: &impl GenericClient, org: Uuid, n: i64) -> Vec<Uuid> {
     client
         .query(
-            "INSERT INTO status_events (organization_id, job_id, type, created_at, data,
-                                        next_attempt_at)
-             SELECT $1, gen_random_uuid(), 'notification.sent', now(), '{}'::jsonb, now()
+            "INSERT INTO status_events (organization_id, job_id, type, created_at, status,
+                                        previous_status, channel, attempt)
+             SELECT $1, gen_random_uuid(), 'notification.sent', now(), 'sent', 'processing',
+                    'sms', 1
              FROM generate_series(1, $2::bigint) AS g
              ORDER BY g
              RETURNING id",
@@ -277,4 +278,33 @@ async fn an_event_reads_the_same_from_its_stored_json_or_from_its_columns() {
         neither.is_err(),
         "an event with neither its JSON nor its fields"
     );
+}
+
+/// The operator's replay to the bus (docs/events.md, "Replay"): published events sent back to
+/// the retry path by hand are claimed again, each attempt counted from 1, though a stream
+/// event never counted one (0013 leaves its `attempts` NULL).
+#[tokio::test]
+async fn the_documented_replay_sends_published_events_to_the_bus_again() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let client = db.client().await;
+    let ids = record(&client, Uuid::new_v4(), 2).await;
+    assert_eq!(drain(&store, 2).await, ids);
+    client
+        .execute(
+            "UPDATE status_events
+             SET published_at = NULL, next_attempt_at = now(), claim_token = NULL,
+                 claimed_at = NULL
+             WHERE created_at >= now() - interval '1 hour'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let again = store.claim_events(100, LEASE).await.unwrap();
+    let mut read: Vec<Uuid> = again.iter().map(|c| c.event.id).collect();
+    read.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(read, want);
+    assert!(again.iter().all(|c| c.attempts == 1), "{again:?}");
 }

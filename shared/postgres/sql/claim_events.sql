@@ -53,7 +53,9 @@ refused AS (
     UPDATE status_events AS e
     SET claim_token = gen_random_uuid(),
         claimed_at  = coalesce($2::timestamptz, now()),
-        attempts    = e.attempts + 1
+        -- NULL until the event first leaves the stream (0013): an operator's replay
+        -- (docs/events.md) may send one here with its attempts never counted
+        attempts    = coalesce(e.attempts, 0) + 1
     FROM due
     WHERE e.id = due.id
     RETURNING e.id, e.type AS event_type, e.created_at, e.organization_id, e.sequence,
