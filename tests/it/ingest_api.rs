@@ -395,17 +395,7 @@ async fn a_repeat_racing_an_uncommitted_key_answers_the_first_job() {
         async move { parts(&first.handle(request).await) }
     });
     // the repeat starts once the first holds its key, uncommitted
-    for _ in 0..200 {
-        let sleeping = integration_tests::count(
-            &client,
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
-        )
-        .await;
-        if sleeping > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    integration_tests::until_a_statement_sleeps(&client).await;
     let (status, again) = parts(&repeat.handle(request()).await);
     let (first_status, first) = first.await.unwrap();
     assert_eq!(first_status, StatusCode::ACCEPTED, "{first}");

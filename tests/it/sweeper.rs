@@ -875,17 +875,7 @@ async fn a_requeue_racing_its_days_drop_never_leaves_a_queue_row_without_its_his
         })
     };
     // the drop is in its deletion of the day's keys: it has made its decision
-    for _ in 0..200 {
-        let sleeping = integration_tests::count(
-            &client,
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
-        )
-        .await;
-        if sleeping > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    integration_tests::until_a_statement_sleeps(&client).await;
     let store = db.store().await;
     let requeued = store.requeue(org, id).await.unwrap();
     let dropped = dropping.await.unwrap().unwrap();

@@ -243,6 +243,22 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
         .get(0)
 }
 
+/// Waits (2 s at most) until a session of the server sleeps in `pg_sleep`: a test that slows
+/// a statement down with a sleeping trigger knows that statement has reached it.
+pub async fn until_a_statement_sleeps(client: &Client) {
+    for _ in 0..200 {
+        let sleeping = count(
+            client,
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+        )
+        .await;
+        if sleeping > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// A migration for the tests only (never shipped, never embedded), numbered after the
 /// embedded ones: the online migration harness applies it while the 1.0 release works, and
 /// the custom resource's tests deploy to it and roll back from it.
